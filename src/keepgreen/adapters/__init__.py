@@ -1,0 +1,1 @@
+"""Adapters: the database, the git host and (later) CI runners and parsers."""

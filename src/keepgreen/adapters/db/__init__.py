@@ -1,0 +1,1 @@
+"""The SQLAlchemy adapter: tables, migrations and the unit of work."""

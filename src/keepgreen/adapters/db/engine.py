@@ -1,0 +1,55 @@
+"""Engines for SQLite and PostgreSQL, and applying migrations at start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+
+MIGRATIONS = "keepgreen.adapters.db:migrations"
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for `url`; SQLite gets foreign keys, WAL, a busy timeout and serial writes."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True)
+    if parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy, not the driver, open transactions, so `BEGIN IMMEDIATE` below is used.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        # Take the write lock up front: a deferred transaction that later writes can fail with
+        # SQLITE_BUSY at once instead of waiting, when two writers race.
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def alembic_config(engine: Engine | None = None) -> Config:
+    """An Alembic config that finds the packaged migrations (installed or editable)."""
+    config = Config()
+    config.set_main_option("script_location", MIGRATIONS)
+    if engine is not None:
+        config.attributes["engine"] = engine
+    return config
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the database to the newest schema (idempotent)."""
+    command.upgrade(alembic_config(engine), "head")

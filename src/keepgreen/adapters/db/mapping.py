@@ -1,0 +1,199 @@
+"""Translation between table rows and core dataclasses, in both directions."""
+
+from __future__ import annotations
+
+from keepgreen.adapters.db.tables import (
+    CommitStatusRow,
+    ImpactedTargetsRow,
+    QueueEntryRow,
+    QueueRow,
+    RepositoryRow,
+    StateChangeRow,
+)
+from keepgreen.core.enums import (
+    CommitState,
+    DirectMergeMode,
+    Mergeability,
+    MergeMethod,
+    OptimizationMode,
+    PrState,
+    QueueMode,
+    QueueState,
+    StateReason,
+)
+from keepgreen.core.ids import OrgId, PullRequestId, QueueId, RepositoryId, TestRunId
+from keepgreen.core.model import (
+    CommitStatus,
+    ImpactedTargets,
+    Queue,
+    QueueConfig,
+    QueueEntry,
+    Readiness,
+    RepoRef,
+    Repository,
+    StateChange,
+)
+from keepgreen.core.priority import Priority
+
+
+def repository_from_row(row: RepositoryRow) -> Repository:
+    return Repository(
+        id=RepositoryId(row.id),
+        org_id=OrgId(row.org_id),
+        ref=RepoRef(row.host, row.owner, row.name),
+        git_url=row.git_url,
+        ci_command=row.ci_command,
+        created_at=row.created_at,
+    )
+
+
+def queue_from_row(row: QueueRow) -> Queue:
+    config = QueueConfig(
+        concurrency=row.concurrency,
+        bisection_concurrency=row.bisection_concurrency,
+        testing_timeout_minutes=row.testing_timeout_minutes,
+        pending_failure_depth=row.pending_failure_depth,
+        can_optimistically_merge=row.can_optimistically_merge,
+        batch=row.batch,
+        batching_max_wait_time_minutes=row.batching_max_wait_time_minutes,
+        batching_min_size=row.batching_min_size,
+        create_prs_for_testing_branches=row.create_prs_for_testing_branches,
+        comments_enabled=row.comments_enabled,
+        commands_enabled=row.commands_enabled,
+        status_check_enabled=row.status_check_enabled,
+        direct_merge_mode=DirectMergeMode(row.direct_merge_mode),
+        optimization_mode=OptimizationMode(row.optimization_mode),
+        merge_method=MergeMethod(row.merge_method),
+        required_statuses=(None if row.required_statuses is None else tuple(row.required_statuses)),
+    )
+    return Queue(
+        id=QueueId(row.id),
+        repository_id=RepositoryId(row.repository_id),
+        branch=row.branch,
+        state=QueueState(row.state),
+        mode=QueueMode(row.mode),
+        pending_mode=None if row.pending_mode is None else QueueMode(row.pending_mode),
+        config=config,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def write_queue(row: QueueRow, queue: Queue) -> None:
+    """Copy every field of `queue` onto `row` (the id and position counter stay)."""
+    config = queue.config
+    row.repository_id = queue.repository_id
+    row.branch = queue.branch
+    row.state = queue.state.value
+    row.mode = queue.mode.value
+    row.pending_mode = None if queue.pending_mode is None else queue.pending_mode.value
+    row.concurrency = config.concurrency
+    row.bisection_concurrency = config.bisection_concurrency
+    row.testing_timeout_minutes = config.testing_timeout_minutes
+    row.pending_failure_depth = config.pending_failure_depth
+    row.can_optimistically_merge = config.can_optimistically_merge
+    row.batch = config.batch
+    row.batching_max_wait_time_minutes = config.batching_max_wait_time_minutes
+    row.batching_min_size = config.batching_min_size
+    row.create_prs_for_testing_branches = config.create_prs_for_testing_branches
+    row.comments_enabled = config.comments_enabled
+    row.commands_enabled = config.commands_enabled
+    row.status_check_enabled = config.status_check_enabled
+    row.direct_merge_mode = config.direct_merge_mode.value
+    row.optimization_mode = config.optimization_mode.value
+    row.merge_method = config.merge_method.value
+    row.required_statuses = (
+        None if config.required_statuses is None else list(config.required_statuses)
+    )
+    row.created_at = queue.created_at
+    row.updated_at = queue.updated_at
+
+
+def entry_from_row(row: QueueEntryRow) -> QueueEntry:
+    return QueueEntry(
+        id=PullRequestId(row.id),
+        queue_id=QueueId(row.queue_id),
+        number=row.number,
+        state=PrState(row.state),
+        state_changed_at=row.state_changed_at,
+        state_reason=StateReason(row.state_reason),
+        priority=Priority(row.priority_value, row.priority_name),
+        no_batch=row.no_batch,
+        head_sha=row.head_sha,
+        title=row.title,
+        author=row.author,
+        base_branch=row.base_branch,
+        readiness=Readiness(
+            does_base_branch_match=row.does_base_branch_match,
+            mergeability=Mergeability(row.mergeability),
+            requires_impacted_targets=row.requires_impacted_targets,
+            has_impacted_targets=row.has_impacted_targets,
+        ),
+        is_submitted=row.is_submitted,
+        force_enqueued=row.force_enqueued,
+        position=row.position,
+        submitted_at=row.submitted_at,
+        verified_by_test_run=(
+            None if row.verified_by_test_run is None else TestRunId(row.verified_by_test_run)
+        ),
+    )
+
+
+def write_entry(row: QueueEntryRow, entry: QueueEntry) -> None:
+    """Copy every field of `entry` onto `row`."""
+    row.queue_id = entry.queue_id
+    row.number = entry.number
+    row.state = entry.state.value
+    row.state_reason = entry.state_reason.value
+    row.state_changed_at = entry.state_changed_at
+    row.priority_value = entry.priority.value
+    row.priority_name = entry.priority.name
+    row.no_batch = entry.no_batch
+    row.head_sha = entry.head_sha
+    row.title = entry.title
+    row.author = entry.author
+    row.base_branch = entry.base_branch
+    row.does_base_branch_match = entry.readiness.does_base_branch_match
+    row.mergeability = entry.readiness.mergeability.value
+    row.requires_impacted_targets = entry.readiness.requires_impacted_targets
+    row.has_impacted_targets = entry.readiness.has_impacted_targets
+    row.is_submitted = entry.is_submitted
+    row.force_enqueued = entry.force_enqueued
+    row.position = entry.position
+    row.submitted_at = entry.submitted_at
+    row.verified_by_test_run = entry.verified_by_test_run
+
+
+def state_change_from_row(row: StateChangeRow) -> StateChange:
+    return StateChange(
+        pull_request_id=PullRequestId(row.entry_id),
+        queue_id=QueueId(row.queue_id),
+        from_state=None if row.from_state is None else PrState(row.from_state),
+        to_state=PrState(row.to_state),
+        reason=StateReason(row.reason),
+        at=row.at,
+        test_run_id=None if row.test_run_id is None else TestRunId(row.test_run_id),
+    )
+
+
+def commit_status_from_row(row: CommitStatusRow) -> CommitStatus:
+    return CommitStatus(
+        repository_id=RepositoryId(row.repository_id),
+        sha=row.sha,
+        context=row.context,
+        state=CommitState(row.state),
+        target_url=row.target_url,
+        description=row.description,
+        updated_at=row.updated_at,
+    )
+
+
+def impacted_targets_from_row(row: ImpactedTargetsRow) -> ImpactedTargets:
+    targets = row.targets
+    return ImpactedTargets(
+        queue_id=QueueId(row.queue_id),
+        pr_number=row.pr_number,
+        head_sha=row.head_sha,
+        targets=None if targets is None else tuple(str(t) for t in targets),
+        uploaded_at=row.uploaded_at,
+    )

@@ -1,0 +1,1 @@
+"""Alembic migrations of keepgreen's schema (script_location keepgreen.adapters.db:migrations)."""

@@ -1,0 +1,458 @@
+"""SQL implementations of the repository ports. They never commit; the unit of work does."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session
+
+from keepgreen.adapters.db.mapping import (
+    commit_status_from_row,
+    entry_from_row,
+    impacted_targets_from_row,
+    queue_from_row,
+    repository_from_row,
+    state_change_from_row,
+    write_entry,
+    write_queue,
+)
+from keepgreen.adapters.db.tables import (
+    ApiTokenRow,
+    CommitStatusRow,
+    ImpactedTargetsRow,
+    OrgRow,
+    QueueEntryRow,
+    QueueRow,
+    RepositoryRow,
+    StateChangeRow,
+    TestRunEntryRow,
+    TestRunRow,
+)
+from keepgreen.app.ports import EntryPage, IdFactory, StoredToken
+from keepgreen.core.enums import PrState, StateReason, TestRunKind, TestRunStatus
+from keepgreen.core.ids import OrgId, PullRequestId, QueueId, RepositoryId, TestRunId
+from keepgreen.core.model import (
+    CommitStatus,
+    ImpactedTargets,
+    Org,
+    Queue,
+    QueueEntry,
+    RepoRef,
+    Repository,
+    StateChange,
+    TestRun,
+)
+
+_CONCLUDED = (PrState.MERGED.value, PrState.FAILED.value, PrState.CANCELLED.value)
+
+
+class SqlOrgs:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def get_by_slug(self, slug: str) -> Org | None:
+        row = self._session.scalar(select(OrgRow).where(OrgRow.slug == slug))
+        return None if row is None else Org(OrgId(row.id), row.slug, row.created_at)
+
+    def add(self, org: Org) -> None:
+        self._session.add(OrgRow(id=org.id, slug=org.slug, created_at=org.created_at))
+        # No ORM relationships are declared, so parents are flushed before their children.
+        self._session.flush()
+
+
+class SqlTokens:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add(self, token: StoredToken) -> None:
+        self._session.add(
+            ApiTokenRow(
+                id=token.id,
+                org_id=token.org_id,
+                token_hash=token.token_hash,
+                created_at=token.created_at,
+            )
+        )
+
+    def find_by_hash(self, token_hash: str) -> StoredToken | None:
+        row = self._session.scalar(select(ApiTokenRow).where(ApiTokenRow.token_hash == token_hash))
+        if row is None:
+            return None
+        return StoredToken(row.id, OrgId(row.org_id), row.token_hash, row.created_at)
+
+
+class SqlRepositories:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add(self, repository: Repository) -> None:
+        self._session.add(
+            RepositoryRow(
+                id=repository.id,
+                org_id=repository.org_id,
+                host=repository.ref.host,
+                owner=repository.ref.owner,
+                name=repository.ref.name,
+                git_url=repository.git_url,
+                ci_command=repository.ci_command,
+                created_at=repository.created_at,
+            )
+        )
+        self._session.flush()
+
+    def find(self, org_id: OrgId, ref: RepoRef) -> Repository | None:
+        row = self._session.scalar(
+            select(RepositoryRow).where(
+                RepositoryRow.org_id == org_id,
+                RepositoryRow.host == ref.host,
+                RepositoryRow.owner == ref.owner,
+                RepositoryRow.name == ref.name,
+            )
+        )
+        return None if row is None else repository_from_row(row)
+
+    def get(self, repository_id: RepositoryId) -> Repository:
+        return repository_from_row(self._session.get_one(RepositoryRow, repository_id))
+
+    def list_for_org(self, org_id: OrgId) -> Sequence[Repository]:
+        rows = self._session.scalars(
+            select(RepositoryRow)
+            .where(RepositoryRow.org_id == org_id)
+            .order_by(RepositoryRow.host, RepositoryRow.owner, RepositoryRow.name)
+        )
+        return [repository_from_row(row) for row in rows]
+
+
+class SqlQueues:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add(self, queue: Queue) -> None:
+        row = QueueRow(id=queue.id, position_seq=0)
+        write_queue(row, queue)
+        self._session.add(row)
+        self._session.flush()
+
+    def save(self, queue: Queue) -> None:
+        write_queue(self._session.get_one(QueueRow, queue.id), queue)
+
+    def delete(self, queue_id: QueueId) -> None:
+        # Children first: SQLite enforces the foreign keys, and not every backend cascades.
+        run_ids = select(TestRunRow.id).where(TestRunRow.queue_id == queue_id)
+        self._session.execute(
+            delete(TestRunEntryRow).where(TestRunEntryRow.test_run_id.in_(run_ids))
+        )
+        for table in (TestRunRow, StateChangeRow, ImpactedTargetsRow, QueueEntryRow):
+            self._session.execute(delete(table).where(table.queue_id == queue_id))
+        self._session.execute(delete(QueueRow).where(QueueRow.id == queue_id))
+
+    def find(self, repository_id: RepositoryId, branch: str, *, lock: bool = False) -> Queue | None:
+        query = select(QueueRow).where(
+            QueueRow.repository_id == repository_id, QueueRow.branch == branch
+        )
+        if lock:
+            query = query.with_for_update()
+        row = self._session.scalar(query)
+        return None if row is None else queue_from_row(row)
+
+    def list_for_repositories(self, repository_ids: Sequence[RepositoryId]) -> Sequence[Queue]:
+        if not repository_ids:
+            return []
+        rows = self._session.scalars(
+            select(QueueRow)
+            .where(QueueRow.repository_id.in_(repository_ids))
+            .order_by(QueueRow.repository_id, QueueRow.branch)
+        )
+        return [queue_from_row(row) for row in rows]
+
+    def next_position(self, queue_id: QueueId) -> int:
+        # One UPDATE ... RETURNING: atomic on PostgreSQL and on SQLite >= 3.35.
+        result = self._session.execute(
+            update(QueueRow)
+            .where(QueueRow.id == queue_id)
+            .values(position_seq=QueueRow.position_seq + 1)
+            .returning(QueueRow.position_seq)
+        )
+        return int(result.scalar_one())
+
+
+class SqlEntries:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add(self, entry: QueueEntry) -> None:
+        row = QueueEntryRow(id=entry.id)
+        write_entry(row, entry)
+        self._session.add(row)
+        self._session.flush()
+
+    def save(self, entry: QueueEntry) -> None:
+        write_entry(self._session.get_one(QueueEntryRow, entry.id), entry)
+
+    def find(self, queue_id: QueueId, number: int) -> QueueEntry | None:
+        row = self._session.scalar(
+            select(QueueEntryRow).where(
+                QueueEntryRow.queue_id == queue_id, QueueEntryRow.number == number
+            )
+        )
+        return None if row is None else entry_from_row(row)
+
+    def get(self, entry_id: PullRequestId) -> QueueEntry:
+        return entry_from_row(self._session.get_one(QueueEntryRow, entry_id))
+
+    def list_for_queues(
+        self, queue_ids: Sequence[QueueId], *, states: frozenset[PrState] | None = None
+    ) -> Sequence[QueueEntry]:
+        if not queue_ids:
+            return []
+        query = select(QueueEntryRow).where(QueueEntryRow.queue_id.in_(queue_ids))
+        if states is not None:
+            query = query.where(QueueEntryRow.state.in_([s.value for s in states]))
+        rows = self._session.scalars(query.order_by(QueueEntryRow.position, QueueEntryRow.id))
+        return [entry_from_row(row) for row in rows]
+
+    def page(
+        self,
+        queue_id: QueueId,
+        *,
+        state: PrState | None,
+        concluded_since: datetime | None,
+        cursor: PullRequestId | None,
+        take: int,
+    ) -> EntryPage:
+        query = select(QueueEntryRow).where(QueueEntryRow.queue_id == queue_id)
+        if state is not None:
+            query = query.where(QueueEntryRow.state == state.value)
+        if concluded_since is not None:
+            query = query.where(
+                QueueEntryRow.state.in_(_CONCLUDED),
+                QueueEntryRow.state_changed_at >= concluded_since,
+            )
+        if cursor is not None:
+            start = self._session.get_one(QueueEntryRow, cursor)
+            query = query.where(
+                (QueueEntryRow.position > start.position)
+                | ((QueueEntryRow.position == start.position) & (QueueEntryRow.id >= start.id))
+            )
+        rows = list(
+            self._session.scalars(
+                query.order_by(QueueEntryRow.position, QueueEntryRow.id).limit(take + 1)
+            )
+        )
+        next_cursor = PullRequestId(rows[take].id) if len(rows) > take else None
+        return EntryPage([entry_from_row(row) for row in rows[:take]], next_cursor)
+
+    def exists(self, queue_id: QueueId, entry_id: PullRequestId) -> bool:
+        count = self._session.scalar(
+            select(func.count())
+            .select_from(QueueEntryRow)
+            .where(QueueEntryRow.queue_id == queue_id, QueueEntryRow.id == entry_id)
+        )
+        return bool(count)
+
+
+class SqlHistory:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add(self, change: StateChange) -> None:
+        self._session.add(
+            StateChangeRow(
+                queue_id=change.queue_id,
+                entry_id=change.pull_request_id,
+                from_state=None if change.from_state is None else change.from_state.value,
+                to_state=change.to_state.value,
+                reason=change.reason.value,
+                at=change.at,
+                test_run_id=change.test_run_id,
+            )
+        )
+
+    def list_for_entry(self, entry_id: PullRequestId) -> Sequence[StateChange]:
+        rows = self._session.scalars(
+            select(StateChangeRow)
+            .where(StateChangeRow.entry_id == entry_id)
+            .order_by(StateChangeRow.at, StateChangeRow.id)
+        )
+        return [state_change_from_row(row) for row in rows]
+
+    def list_since(self, queue_ids: Sequence[QueueId], since: datetime) -> Sequence[StateChange]:
+        if not queue_ids:
+            return []
+        changed = (
+            select(StateChangeRow.entry_id)
+            .where(StateChangeRow.queue_id.in_(queue_ids), StateChangeRow.at >= since)
+            .distinct()
+        )
+        rows = self._session.scalars(
+            select(StateChangeRow)
+            .where(StateChangeRow.entry_id.in_(changed))
+            .order_by(StateChangeRow.at, StateChangeRow.id)
+        )
+        return [state_change_from_row(row) for row in rows]
+
+    def delete_for_queue(self, queue_id: QueueId) -> None:
+        self._session.execute(delete(StateChangeRow).where(StateChangeRow.queue_id == queue_id))
+
+
+class SqlTestRuns:
+    __test__ = False
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add(self, run: TestRun) -> None:
+        row = TestRunRow(id=run.id)
+        self._write(row, run)
+        self._session.add(row)
+        self._session.flush()
+        for role, entry_ids in (("dependent", run.dependent_prs), ("tested", run.tested_prs)):
+            for ordinal, entry_id in enumerate(entry_ids):
+                self._session.add(
+                    TestRunEntryRow(
+                        test_run_id=run.id, entry_id=entry_id, role=role, ordinal=ordinal
+                    )
+                )
+
+    def save(self, run: TestRun) -> None:
+        self._write(self._session.get_one(TestRunRow, run.id), run)
+
+    @staticmethod
+    def _write(row: TestRunRow, run: TestRun) -> None:
+        row.queue_id = run.queue_id
+        row.kind = run.kind.value
+        row.status = run.status.value
+        row.branch = run.branch
+        row.base_sha = run.base_sha
+        row.sha = run.sha
+        row.required_statuses = list(run.required_statuses)
+        row.created_at = run.created_at
+        row.finished_at = run.finished_at
+        row.failure_reason = None if run.failure_reason is None else run.failure_reason.value
+
+    def get(self, queue_id: QueueId, run_id: TestRunId) -> TestRun | None:
+        row = self._session.scalar(
+            select(TestRunRow).where(TestRunRow.queue_id == queue_id, TestRunRow.id == run_id)
+        )
+        return None if row is None else self._load(row)
+
+    def list_active(self, queue_ids: Sequence[QueueId]) -> Sequence[TestRun]:
+        if not queue_ids:
+            return []
+        rows = self._session.scalars(
+            select(TestRunRow)
+            .where(
+                TestRunRow.queue_id.in_(queue_ids),
+                TestRunRow.status == TestRunStatus.IN_PROGRESS.value,
+            )
+            .order_by(TestRunRow.created_at, TestRunRow.id)
+        )
+        return [self._load(row) for row in rows]
+
+    def kinds(self, run_ids: Collection[TestRunId]) -> Mapping[TestRunId, TestRunKind]:
+        if not run_ids:
+            return {}
+        rows = self._session.execute(
+            select(TestRunRow.id, TestRunRow.kind).where(TestRunRow.id.in_(list(run_ids)))
+        )
+        return {TestRunId(run_id): TestRunKind(kind) for run_id, kind in rows}
+
+    def _load(self, row: TestRunRow) -> TestRun:
+        members = self._session.scalars(
+            select(TestRunEntryRow)
+            .where(TestRunEntryRow.test_run_id == row.id)
+            .order_by(TestRunEntryRow.ordinal)
+        ).all()
+        return TestRun(
+            id=TestRunId(row.id),
+            queue_id=QueueId(row.queue_id),
+            kind=TestRunKind(row.kind),
+            status=TestRunStatus(row.status),
+            branch=row.branch,
+            base_sha=row.base_sha,
+            sha=row.sha,
+            tested_prs=tuple(PullRequestId(m.entry_id) for m in members if m.role == "tested"),
+            dependent_prs=tuple(
+                PullRequestId(m.entry_id) for m in members if m.role == "dependent"
+            ),
+            required_statuses=tuple(row.required_statuses),
+            created_at=row.created_at,
+            finished_at=row.finished_at,
+            failure_reason=None if row.failure_reason is None else StateReason(row.failure_reason),
+        )
+
+
+class SqlCommitStatuses:
+    def __init__(self, session: Session, new_id: IdFactory) -> None:
+        self._session = session
+        self._new_id = new_id
+
+    def upsert(self, status: CommitStatus) -> None:
+        row = self._session.scalar(
+            select(CommitStatusRow)
+            .where(
+                CommitStatusRow.repository_id == status.repository_id,
+                CommitStatusRow.sha == status.sha,
+                CommitStatusRow.context == status.context,
+            )
+            .with_for_update()
+        )
+        if row is None:
+            row = CommitStatusRow(
+                id=self._new_id(),
+                repository_id=status.repository_id,
+                sha=status.sha,
+                context=status.context,
+            )
+            self._session.add(row)
+        row.state = status.state.value
+        row.target_url = status.target_url
+        row.description = status.description
+        row.updated_at = status.updated_at
+
+    def list_for_sha(self, repository_id: RepositoryId, sha: str) -> Sequence[CommitStatus]:
+        rows = self._session.scalars(
+            select(CommitStatusRow)
+            .where(CommitStatusRow.repository_id == repository_id, CommitStatusRow.sha == sha)
+            .order_by(CommitStatusRow.context)
+        )
+        return [commit_status_from_row(row) for row in rows]
+
+
+class SqlImpactedTargets:
+    def __init__(self, session: Session, new_id: IdFactory) -> None:
+        self._session = session
+        self._new_id = new_id
+
+    def upsert(self, targets: ImpactedTargets) -> None:
+        row = self._session.scalar(
+            select(ImpactedTargetsRow)
+            .where(
+                ImpactedTargetsRow.queue_id == targets.queue_id,
+                ImpactedTargetsRow.pr_number == targets.pr_number,
+                ImpactedTargetsRow.head_sha == targets.head_sha,
+            )
+            .with_for_update()
+        )
+        if row is None:
+            row = ImpactedTargetsRow(
+                id=self._new_id(),
+                queue_id=targets.queue_id,
+                pr_number=targets.pr_number,
+                head_sha=targets.head_sha,
+            )
+            self._session.add(row)
+        row.targets = None if targets.targets is None else list(targets.targets)
+        row.uploaded_at = targets.uploaded_at
+
+    def find(self, queue_id: QueueId, pr_number: int, head_sha: str) -> ImpactedTargets | None:
+        row = self._session.scalar(
+            select(ImpactedTargetsRow).where(
+                ImpactedTargetsRow.queue_id == queue_id,
+                ImpactedTargetsRow.pr_number == pr_number,
+                ImpactedTargetsRow.head_sha == head_sha,
+            )
+        )
+        return None if row is None else impacted_targets_from_row(row)

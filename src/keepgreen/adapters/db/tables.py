@@ -1,0 +1,239 @@
+"""The schema: one portable set of tables for SQLite and PostgreSQL.
+
+Rows here are persistence only; `repositories.py` translates them to core dataclasses.
+Enum-valued columns hold the lowercase wire value as plain strings (no native ENUM types),
+so adding a state is a code change, not a migration.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from keepgreen.adapters.db.types import UtcDateTime
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+ID = String(36)  # UUIDs are made in Python and stored as text on every backend
+NAME = String(255)
+SHA = String(64)
+STATE = String(32)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class OrgRow(Base):
+    __tablename__ = "orgs"
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    slug: Mapped[str] = mapped_column(NAME, unique=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class ApiTokenRow(Base):
+    __tablename__ = "api_tokens"
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    org_id: Mapped[str] = mapped_column(ID, ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 hex of the secret
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class RepositoryRow(Base):
+    __tablename__ = "repositories"
+    __table_args__ = (UniqueConstraint("org_id", "host", "owner", "name"),)
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    org_id: Mapped[str] = mapped_column(ID, ForeignKey("orgs.id", ondelete="CASCADE"))
+    host: Mapped[str] = mapped_column(NAME)
+    owner: Mapped[str] = mapped_column(NAME)
+    name: Mapped[str] = mapped_column(NAME)
+    git_url: Mapped[str] = mapped_column(Text)
+    ci_command: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class QueueRow(Base):
+    __tablename__ = "queues"
+    __table_args__ = (UniqueConstraint("repository_id", "branch"),)
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    repository_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("repositories.id", ondelete="CASCADE")
+    )
+    branch: Mapped[str] = mapped_column(NAME)
+    state: Mapped[str] = mapped_column(STATE)
+    mode: Mapped[str] = mapped_column(STATE)
+    pending_mode: Mapped[str | None] = mapped_column(STATE)
+    concurrency: Mapped[int] = mapped_column(Integer)
+    bisection_concurrency: Mapped[int] = mapped_column(Integer)
+    testing_timeout_minutes: Mapped[int] = mapped_column(Integer)
+    pending_failure_depth: Mapped[int] = mapped_column(Integer)
+    can_optimistically_merge: Mapped[bool] = mapped_column(Boolean)
+    batch: Mapped[bool] = mapped_column(Boolean)
+    batching_max_wait_time_minutes: Mapped[int] = mapped_column(Integer)
+    batching_min_size: Mapped[int] = mapped_column(Integer)
+    create_prs_for_testing_branches: Mapped[bool] = mapped_column(Boolean)
+    comments_enabled: Mapped[bool] = mapped_column(Boolean)
+    commands_enabled: Mapped[bool] = mapped_column(Boolean)
+    status_check_enabled: Mapped[bool] = mapped_column(Boolean)
+    direct_merge_mode: Mapped[str] = mapped_column(STATE)
+    optimization_mode: Mapped[str] = mapped_column(STATE)
+    merge_method: Mapped[str] = mapped_column(STATE)
+    required_statuses: Mapped[list[str] | None] = mapped_column(JSON)
+    # Entry sequence: bumped atomically at each submission (see next_position).
+    position_seq: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class QueueLeaseRow(Base):
+    """One writer per queue: a worker holds a queue while `expires_at` is in the future.
+
+    Taken and renewed by compare-and-swap on (holder, expires_at); see the engine (issue 3).
+    """
+
+    __tablename__ = "queue_leases"
+
+    queue_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("queues.id", ondelete="CASCADE"), primary_key=True
+    )
+    holder: Mapped[str] = mapped_column(NAME)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class QueueEntryRow(Base):
+    """A pull request in a queue; one row per (queue, PR number), reused across episodes."""
+
+    __tablename__ = "queue_entries"
+    __table_args__ = (
+        UniqueConstraint("queue_id", "number"),
+        Index("ix_queue_entries_queue_id_state", "queue_id", "state"),
+        Index("ix_queue_entries_queue_id_position", "queue_id", "position"),
+    )
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    queue_id: Mapped[str] = mapped_column(ID, ForeignKey("queues.id", ondelete="CASCADE"))
+    number: Mapped[int] = mapped_column(BigInteger)  # PR numbers go up to 2**32 - 1
+    state: Mapped[str] = mapped_column(STATE)
+    state_reason: Mapped[str] = mapped_column(STATE)
+    state_changed_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    priority_value: Mapped[int] = mapped_column(Integer)
+    priority_name: Mapped[str] = mapped_column(STATE)
+    no_batch: Mapped[bool] = mapped_column(Boolean)
+    head_sha: Mapped[str] = mapped_column(SHA)
+    title: Mapped[str] = mapped_column(Text)
+    author: Mapped[str] = mapped_column(NAME)
+    base_branch: Mapped[str] = mapped_column(NAME)
+    does_base_branch_match: Mapped[bool] = mapped_column(Boolean)
+    mergeability: Mapped[str] = mapped_column(STATE)
+    requires_impacted_targets: Mapped[bool] = mapped_column(Boolean)
+    has_impacted_targets: Mapped[bool] = mapped_column(Boolean)
+    is_submitted: Mapped[bool] = mapped_column(Boolean)
+    force_enqueued: Mapped[bool] = mapped_column(Boolean)
+    # Sequence number from the queue's counter, taken at each (re)submission: FIFO order.
+    position: Mapped[int] = mapped_column(Integer)
+    submitted_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    verified_by_test_run: Mapped[str | None] = mapped_column(ID)
+
+
+class StateChangeRow(Base):
+    """The history of every entry; also the source of the rolling metrics."""
+
+    __tablename__ = "state_changes"
+    __table_args__ = (Index("ix_state_changes_queue_id_at", "queue_id", "at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    queue_id: Mapped[str] = mapped_column(ID, ForeignKey("queues.id", ondelete="CASCADE"))
+    entry_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("queue_entries.id", ondelete="CASCADE"), index=True
+    )
+    from_state: Mapped[str | None] = mapped_column(STATE)
+    to_state: Mapped[str] = mapped_column(STATE)
+    reason: Mapped[str] = mapped_column(STATE)
+    at: Mapped[datetime] = mapped_column(UtcDateTime())
+    test_run_id: Mapped[str | None] = mapped_column(ID)
+
+
+class TestRunRow(Base):
+    __tablename__ = "test_runs"
+    __table_args__ = (Index("ix_test_runs_queue_id_status", "queue_id", "status"),)
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    queue_id: Mapped[str] = mapped_column(ID, ForeignKey("queues.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(STATE)
+    status: Mapped[str] = mapped_column(STATE)
+    branch: Mapped[str] = mapped_column(Text)
+    base_sha: Mapped[str] = mapped_column(SHA)
+    sha: Mapped[str | None] = mapped_column(SHA)
+    required_statuses: Mapped[list[str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    failure_reason: Mapped[str | None] = mapped_column(STATE)
+
+
+class TestRunEntryRow(Base):
+    """Which entries a run includes: `tested` ones it decides, `dependent` ones under them."""
+
+    __tablename__ = "test_run_entries"
+
+    test_run_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("test_runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    entry_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("queue_entries.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    role: Mapped[str] = mapped_column(STATE)  # "tested" | "dependent"
+    ordinal: Mapped[int] = mapped_column(Integer)
+
+
+class CommitStatusRow(Base):
+    __tablename__ = "commit_statuses"
+    __table_args__ = (UniqueConstraint("repository_id", "sha", "context"),)
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    repository_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("repositories.id", ondelete="CASCADE")
+    )
+    sha: Mapped[str] = mapped_column(SHA)
+    context: Mapped[str] = mapped_column(NAME)
+    state: Mapped[str] = mapped_column(STATE)
+    target_url: Mapped[str | None] = mapped_column(Text)
+    description: Mapped[str | None] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class ImpactedTargetsRow(Base):
+    """Impacted targets per PR head sha; `targets` NULL means ALL."""
+
+    __tablename__ = "impacted_targets"
+    __table_args__ = (UniqueConstraint("queue_id", "pr_number", "head_sha"),)
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    queue_id: Mapped[str] = mapped_column(ID, ForeignKey("queues.id", ondelete="CASCADE"))
+    pr_number: Mapped[int] = mapped_column(BigInteger)
+    head_sha: Mapped[str] = mapped_column(SHA)
+    targets: Mapped[Any] = mapped_column(JSON)
+    uploaded_at: Mapped[datetime] = mapped_column(UtcDateTime())

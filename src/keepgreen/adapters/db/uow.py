@@ -1,0 +1,63 @@
+"""The SQL unit of work: one session, one transaction, every repository."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Self
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from keepgreen.adapters.db.repositories import (
+    SqlCommitStatuses,
+    SqlEntries,
+    SqlHistory,
+    SqlImpactedTargets,
+    SqlOrgs,
+    SqlQueues,
+    SqlRepositories,
+    SqlTestRuns,
+    SqlTokens,
+)
+from keepgreen.app.errors import Conflict
+from keepgreen.app.ports import IdFactory
+
+
+class SqlUnitOfWork:
+    """Opens a session on enter; `commit` commits it; leaving without commit rolls back."""
+
+    def __init__(self, session_factory: sessionmaker[Session], new_id: IdFactory) -> None:
+        self._session_factory = session_factory
+        self._new_id = new_id
+
+    def __enter__(self) -> Self:
+        self._session = self._session_factory()
+        session = self._session
+        self.orgs = SqlOrgs(session)
+        self.tokens = SqlTokens(session)
+        self.repositories = SqlRepositories(session)
+        self.queues = SqlQueues(session)
+        self.entries = SqlEntries(session)
+        self.history = SqlHistory(session)
+        self.test_runs = SqlTestRuns(session)
+        self.statuses = SqlCommitStatuses(session, self._new_id)
+        self.impacted_targets = SqlImpactedTargets(session, self._new_id)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._session.rollback()
+        self._session.close()
+
+    def commit(self) -> None:
+        """Commit; a unique-key race with another writer becomes a Conflict, not a crash."""
+        try:
+            self._session.commit()
+        except IntegrityError as error:
+            raise Conflict(
+                "concurrent_write", "another request changed the same data; retry the request"
+            ) from error

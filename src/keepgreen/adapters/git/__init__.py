@@ -1,0 +1,1 @@
+"""Git adapters: the built-in code host over local repositories."""

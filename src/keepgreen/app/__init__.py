@@ -1,0 +1,1 @@
+"""Use cases: each service loads, decides, saves and commits once; ports name what it needs."""

@@ -1,0 +1,28 @@
+"""The errors use cases raise; the HTTP edge maps each kind to one status code."""
+
+from __future__ import annotations
+
+
+class KeepgreenError(Exception):
+    """A refusal a client can act on: `code` is snake_case, `message` a human sentence."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class InvalidInput(KeepgreenError):
+    """The request is well-formed JSON but a field's value is not acceptable (400)."""
+
+
+class NotFound(KeepgreenError):
+    """The repository, queue, pull request or test run does not exist for this org (404)."""
+
+
+class Conflict(KeepgreenError):
+    """The current state does not allow the operation (409)."""
+
+
+class Unavailable(KeepgreenError):
+    """A dependency (the code host) could not be reached (503)."""

@@ -1,0 +1,50 @@
+"""Finding a client's repository and queue inside its org, with the 404s clients see."""
+
+from __future__ import annotations
+
+from keepgreen.app.errors import NotFound
+from keepgreen.app.ports import UnitOfWork
+from keepgreen.core.ids import OrgId
+from keepgreen.core.model import Queue, QueueEntry, RepoRef, Repository
+
+
+def find_repository(uow: UnitOfWork, org_id: OrgId, ref: RepoRef) -> Repository:
+    """The org's repository; another org's repository is as unknown as a missing one."""
+    repository = uow.repositories.find(org_id, ref)
+    if repository is None:
+        raise NotFound("repository_not_found", f"repository {ref} is not registered")
+    return repository
+
+
+def find_queue(
+    uow: UnitOfWork, repository: Repository, branch: str, *, lock: bool = False
+) -> Queue:
+    queue = uow.queues.find(repository.id, branch, lock=lock)
+    if queue is None:
+        raise NotFound(
+            "queue_not_found",
+            f"repository {repository.ref} has no merge queue for branch {branch!r}",
+        )
+    return queue
+
+
+def find_entry(uow: UnitOfWork, queue: Queue, number: int) -> QueueEntry:
+    """The PR's entry in the queue, whatever its state (404 if never submitted there)."""
+    entry = uow.entries.find(queue.id, number)
+    if entry is None:
+        raise NotFound(
+            "pull_request_not_found",
+            f"pull request #{number} was never submitted to the queue for {queue.branch!r}",
+        )
+    return entry
+
+
+def find_queued_entry(uow: UnitOfWork, queue: Queue, number: int) -> QueueEntry:
+    """The PR's entry while it is in the queue (404 once it merged, failed or was cancelled)."""
+    entry = uow.entries.find(queue.id, number)
+    if entry is None or entry.state.is_terminal:
+        raise NotFound(
+            "pull_request_not_queued",
+            f"pull request #{number} is not in the queue for {queue.branch!r}",
+        )
+    return entry

@@ -1,0 +1,51 @@
+"""Collecting the merge-queue metrics of an org's queues."""
+
+from __future__ import annotations
+
+from keepgreen.app.lookup import find_repository
+from keepgreen.app.ports import Clock, UnitOfWorkFactory
+from keepgreen.core.enums import PrState, TestRunKind
+from keepgreen.core.ids import OrgId
+from keepgreen.core.metrics import WINDOW, QueueMetrics, queue_metrics
+from keepgreen.core.model import RepoRef
+
+_CURRENT = frozenset({PrState.NOT_READY, *(s for s in PrState if s.is_admitted)})
+
+
+class MetricsService:
+    def __init__(self, uow: UnitOfWorkFactory, *, clock: Clock) -> None:
+        self._uow = uow
+        self._clock = clock
+
+    def collect(self, org_id: OrgId, repo: RepoRef | None = None) -> list[QueueMetrics]:
+        """Metrics of every queue of the org, or of one repository's queues."""
+        now = self._clock()
+        collected: list[QueueMetrics] = []
+        with self._uow() as uow:
+            if repo is None:
+                repositories = list(uow.repositories.list_for_org(org_id))
+            else:
+                repositories = [find_repository(uow, org_id, repo)]
+            by_id = {repository.id: repository for repository in repositories}
+            for queue in uow.queues.list_for_repositories(list(by_id)):
+                entries = uow.entries.list_for_queues([queue.id], states=_CURRENT)
+                history = uow.history.list_since([queue.id], now - WINDOW)
+                active = uow.test_runs.list_active([queue.id])
+                bisecting = frozenset(
+                    entry_id
+                    for run in active
+                    if run.kind is TestRunKind.BISECTION
+                    for entry_id in run.tested_prs
+                )
+                run_ids = {c.test_run_id for c in history if c.test_run_id is not None}
+                main, bisection = queue_metrics(
+                    repo=by_id[queue.repository_id].ref.slug,
+                    branch=queue.branch,
+                    entries=entries,
+                    history=history,
+                    bisection_entries=bisecting,
+                    run_kinds=uow.test_runs.kinds(run_ids),
+                    now=now,
+                )
+                collected.extend((main, bisection))
+        return collected

@@ -1,0 +1,173 @@
+"""Creating, configuring, reading and deleting merge queues."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from keepgreen.app.errors import Conflict, InvalidInput
+from keepgreen.app.lookup import find_queue, find_repository
+from keepgreen.app.ports import Clock, IdFactory, UnitOfWorkFactory
+from keepgreen.core.enums import (
+    DirectMergeMode,
+    MergeMethod,
+    OptimizationMode,
+    PrState,
+    QueueMode,
+    QueueState,
+)
+from keepgreen.core.ids import OrgId, QueueId
+from keepgreen.core.model import Queue, QueueConfig, QueueSnapshot, RepoRef
+from keepgreen.core.names import branch_name_problem
+from keepgreen.core.ordering import queue_order
+
+_LIVE_STATES = frozenset(state for state in PrState if not state.is_terminal)
+_ADMITTED_STATES = frozenset(state for state in PrState if state.is_admitted)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueUpdate:
+    """The changes of one `updateQueue` call; None leaves a setting as it is."""
+
+    state: QueueState | None = None
+    mode: QueueMode | None = None
+    concurrency: int | None = None
+    bisection_concurrency: int | None = None
+    testing_timeout_minutes: int | None = None
+    pending_failure_depth: int | None = None
+    can_optimistically_merge: bool | None = None
+    batch: bool | None = None
+    batching_max_wait_time_minutes: int | None = None
+    batching_min_size: int | None = None
+    create_prs_for_testing_branches: bool | None = None
+    comments_enabled: bool | None = None
+    commands_enabled: bool | None = None
+    status_check_enabled: bool | None = None
+    direct_merge_mode: DirectMergeMode | None = None
+    optimization_mode: OptimizationMode | None = None
+    merge_method: MergeMethod | None = None
+    required_statuses: tuple[str, ...] | None = None
+    delete_required_statuses: bool = False
+
+
+_CONFIG_FIELDS = (
+    "concurrency",
+    "bisection_concurrency",
+    "testing_timeout_minutes",
+    "pending_failure_depth",
+    "can_optimistically_merge",
+    "batch",
+    "batching_max_wait_time_minutes",
+    "batching_min_size",
+    "create_prs_for_testing_branches",
+    "comments_enabled",
+    "commands_enabled",
+    "status_check_enabled",
+    "direct_merge_mode",
+    "optimization_mode",
+    "merge_method",
+)
+
+
+def apply_update(queue: Queue, update: QueueUpdate, *, has_admitted_entries: bool) -> Queue:
+    """The queue after `update`. A mode change with PRs in the queue enters `switching_modes`
+    (the engine finishes the switch once they are done); an empty queue switches at once.
+    """
+    if queue.state is QueueState.SWITCHING_MODES:
+        raise Conflict(
+            "mode_change_in_progress",
+            "the queue is switching modes; it accepts configuration again once the switch is done",
+        )
+    if update.state is QueueState.SWITCHING_MODES:
+        raise InvalidInput("invalid_field", "state: switching_modes is set by keepgreen only")
+    changes = {
+        name: getattr(update, name) for name in _CONFIG_FIELDS if getattr(update, name) is not None
+    }
+    config = replace(queue.config, **changes)
+    if update.delete_required_statuses:
+        config = replace(config, required_statuses=None)
+    # An empty list is ignored, as in v1: `deleteRequiredStatuses` is the way to clear them.
+    if update.required_statuses:
+        config = replace(config, required_statuses=update.required_statuses)
+    state: QueueState = update.state or queue.state
+    mode, pending_mode = queue.mode, None
+    if update.mode is not None and update.mode is not queue.mode:
+        if has_admitted_entries:
+            state, pending_mode = QueueState.SWITCHING_MODES, update.mode
+        else:
+            mode = update.mode
+    return replace(queue, config=config, state=state, mode=mode, pending_mode=pending_mode)
+
+
+class QueueService:
+    def __init__(self, uow: UnitOfWorkFactory, *, clock: Clock, new_id: IdFactory) -> None:
+        self._uow = uow
+        self._clock = clock
+        self._new_id = new_id
+
+    def create(
+        self,
+        org_id: OrgId,
+        ref: RepoRef,
+        branch: str,
+        *,
+        mode: QueueMode | None = None,
+        concurrency: int | None = None,
+    ) -> Queue:
+        problem = branch_name_problem(branch)
+        if problem is not None:
+            raise InvalidInput("invalid_field", f"targetBranch {problem}")
+        with self._uow() as uow:
+            repository = find_repository(uow, org_id, ref)
+            if uow.queues.find(repository.id, branch) is not None:
+                raise Conflict(
+                    "queue_exists",
+                    f'A merge queue already exists for branch "{branch}" in this repository',
+                )
+            now = self._clock()
+            defaults = QueueConfig()
+            queue = Queue(
+                id=QueueId(self._new_id()),
+                repository_id=repository.id,
+                branch=branch,
+                state=QueueState.RUNNING,
+                mode=mode or QueueMode.SINGLE,
+                config=replace(defaults, concurrency=concurrency or defaults.concurrency),
+                created_at=now,
+                updated_at=now,
+            )
+            uow.queues.add(queue)
+            uow.commit()
+        return queue
+
+    def update(self, org_id: OrgId, ref: RepoRef, branch: str, update: QueueUpdate) -> Queue:
+        with self._uow() as uow:
+            queue = find_queue(uow, find_repository(uow, org_id, ref), branch, lock=True)
+            admitted = uow.entries.list_for_queues([queue.id], states=_ADMITTED_STATES)
+            updated = apply_update(queue, update, has_admitted_entries=bool(admitted))
+            if updated != queue:
+                updated = replace(updated, updated_at=self._clock())
+                uow.queues.save(updated)
+                uow.commit()
+        return updated
+
+    def get(self, org_id: OrgId, ref: RepoRef, branch: str) -> QueueSnapshot:
+        """The queue and its admitted entries in queue order (not_ready PRs are not listed)."""
+        with self._uow() as uow:
+            queue = find_queue(uow, find_repository(uow, org_id, ref), branch)
+            entries = uow.entries.list_for_queues([queue.id], states=_ADMITTED_STATES)
+        return QueueSnapshot(queue, queue_order(entries))
+
+    def delete(self, org_id: OrgId, ref: RepoRef, branch: str) -> None:
+        """Delete an empty queue: every submitted PR must have merged, failed or been cancelled."""
+        with self._uow() as uow:
+            queue = find_queue(uow, find_repository(uow, org_id, ref), branch, lock=True)
+            live = uow.entries.list_for_queues([queue.id], states=_LIVE_STATES)
+            if live:
+                numbers = ", ".join(f"#{entry.number}" for entry in live[:10])
+                raise Conflict(
+                    "queue_not_empty",
+                    f"the queue still holds {len(live)} pull request(s) ({numbers}); "
+                    "cancel them or set the queue to draining and wait",
+                )
+            uow.queues.delete(queue.id)
+            uow.commit()

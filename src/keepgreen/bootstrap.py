@@ -1,0 +1,83 @@
+"""The composition root: builds the engine, adapters and services from settings, once."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import sessionmaker
+
+from keepgreen.adapters.db.engine import make_engine, migrate
+from keepgreen.adapters.db.uow import SqlUnitOfWork
+from keepgreen.adapters.git.local_host import LocalGitHost
+from keepgreen.app.admin import AdminService
+from keepgreen.app.metrics import MetricsService
+from keepgreen.app.ports import Clock, CodeHost, IdFactory, UnitOfWork, UnitOfWorkFactory
+from keepgreen.app.pull_requests import PullRequestService
+from keepgreen.app.queues import QueueService
+from keepgreen.app.testing import StatusService, TestingService
+from keepgreen.settings import Settings
+
+
+def utc_now() -> datetime:
+    """The system clock, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+def new_uuid() -> str:
+    return str(uuid.uuid4())
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    """Everything the entry points use; one per process (or per test)."""
+
+    settings: Settings
+    engine: Engine
+    admin: AdminService
+    queues: QueueService
+    pull_requests: PullRequestService
+    testing: TestingService
+    statuses: StatusService
+    metrics: MetricsService
+    unit_of_work: UnitOfWorkFactory
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def bootstrap(
+    settings: Settings,
+    *,
+    clock: Clock = utc_now,
+    new_id: IdFactory = new_uuid,
+    code_host: CodeHost | None = None,
+    run_migrations: bool = True,
+) -> Container:
+    """Build the container; migrations run first unless told otherwise."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(settings.resolved_database_url())
+    if run_migrations:
+        migrate(engine)
+    sessions = sessionmaker(engine, expire_on_commit=False)
+
+    def unit_of_work() -> UnitOfWork:
+        return SqlUnitOfWork(sessions, new_id)
+
+    host = code_host if code_host is not None else LocalGitHost()
+    return Container(
+        settings=settings,
+        engine=engine,
+        admin=AdminService(unit_of_work, clock=clock, new_id=new_id),
+        queues=QueueService(unit_of_work, clock=clock, new_id=new_id),
+        pull_requests=PullRequestService(unit_of_work, code_host=host, clock=clock, new_id=new_id),
+        testing=TestingService(unit_of_work, clock=clock),
+        statuses=StatusService(unit_of_work, clock=clock),
+        metrics=MetricsService(unit_of_work, clock=clock),
+        unit_of_work=unit_of_work,
+    )
+
+
+__all__ = ["Container", "bootstrap", "new_uuid", "utc_now"]

@@ -1,0 +1,1 @@
+"""The `keepgreen` command line: server, operator commands and API client commands."""

@@ -1,0 +1,110 @@
+"""The `keepgreen` command: serve, operator commands (token, repo) and the API client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from keepgreen.cli import client
+
+if TYPE_CHECKING:
+    from keepgreen.bootstrap import Container
+
+app = typer.Typer(
+    name="keepgreen",
+    help="keepgreen: a self-hosted merge queue and flaky-test service.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+token_app = typer.Typer(help="API tokens.", no_args_is_help=True)
+repo_app = typer.Typer(help="Repositories.", no_args_is_help=True)
+app.add_typer(token_app, name="token")
+app.add_typer(repo_app, name="repo")
+client.register(app)
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    no_worker: Annotated[
+        bool, typer.Option("--no-worker", help="Serve the API only, without the queue worker.")
+    ] = False,
+) -> None:
+    """Run the HTTP API (and the queue worker) on the configured database."""
+    import uvicorn
+
+    from keepgreen.settings import Settings
+    from keepgreen.web.app import create_app
+
+    settings = Settings()
+    app_ = create_app(settings)
+    url = settings.resolved_database_url()
+    typer.echo(f"keepgreen serving http://{host}:{port}/v1 on {_redact(url)}", err=True)
+    if not no_worker:
+        # The queue engine arrives with the worker; until then PRs wait in not_ready/pending.
+        typer.echo("keepgreen: queue worker not available yet; serving the API only", err=True)
+    uvicorn.run(app_, host=host, port=port, log_level="info")
+
+
+@token_app.command("create")
+def token_create(
+    org: Annotated[str, typer.Option("--org", help="Org slug; created if it does not exist.")],
+) -> None:
+    """Create an API token for an org and print it alone on the last line."""
+    container = _container()
+    try:
+        token = container.admin.create_token(org)
+    finally:
+        container.close()
+    typer.echo(f"Created a token for org {org!r}. It is shown once; keep it secret:", err=True)
+    typer.echo(token)
+
+
+@repo_app.command("add")
+def repo_add(
+    org: Annotated[str, typer.Option("--org", help="Org slug; created if it does not exist.")],
+    host: Annotated[str, typer.Option("--host", help="Repository host, e.g. github.com.")],
+    owner: Annotated[str, typer.Option("--owner", help="Repository owner.")],
+    name: Annotated[str, typer.Option("--name", help="Repository name.")],
+    git_url: Annotated[str, typer.Option("--git-url", help="Local path or git remote URL.")],
+    ci_command: Annotated[
+        str | None, typer.Option("--ci-command", help="Shell command the built-in CI runs.")
+    ] = None,
+) -> None:
+    """Register a repository with an org."""
+    from keepgreen.app.errors import KeepgreenError
+    from keepgreen.core.model import RepoRef
+
+    container = _container()
+    try:
+        path = Path(git_url)
+        url = str(path.resolve()) if path.exists() else git_url
+        repository = container.admin.add_repository(
+            org_slug=org, ref=RepoRef(host, owner, name), git_url=url, ci_command=ci_command
+        )
+    except KeepgreenError as error:
+        typer.echo(f"error: {error.message}", err=True)
+        raise typer.Exit(1) from error
+    finally:
+        container.close()
+    typer.echo(f"Registered {repository.ref} ({repository.git_url}) with org {org!r}.")
+
+
+def _container() -> Container:
+    from keepgreen.bootstrap import bootstrap
+    from keepgreen.settings import Settings
+
+    return bootstrap(Settings())
+
+
+def _redact(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,1 @@
+"""The pure domain: queue model, ordering and policies. Standard library only."""

@@ -1,0 +1,130 @@
+"""The state vocabularies of the merge queue; wire values are the lowercase member values."""
+
+from enum import StrEnum
+
+
+class PrState(StrEnum):
+    """Where a submitted pull request stands in its queue."""
+
+    NOT_READY = "not_ready"  # submitted, but readiness not met or the queue is not admitting
+    PENDING = "pending"  # admitted; waits for a testing slot
+    TESTING = "testing"  # a test run that includes it is in progress
+    TESTS_PASSED = "tests_passed"  # passed; waits for the PRs ahead of it to merge
+    PENDING_FAILURE = "pending_failure"  # failed; waits for predecessors/successors to decide blame
+    MERGED = "merged"  # landed on the target branch (terminal)
+    FAILED = "failed"  # removed because it caused a failure or could not merge (terminal)
+    CANCELLED = "cancelled"  # removed by a user or by a change to the PR (terminal)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in _TERMINAL
+
+    @property
+    def is_admitted(self) -> bool:
+        """True for the states counted as "in the queue" (not_ready and terminal excluded)."""
+        return self in _ADMITTED
+
+
+_TERMINAL = frozenset({PrState.MERGED, PrState.FAILED, PrState.CANCELLED})
+_ADMITTED = frozenset(
+    {PrState.PENDING, PrState.TESTING, PrState.TESTS_PASSED, PrState.PENDING_FAILURE}
+)
+
+
+class QueueState(StrEnum):
+    """Whether a queue admits, tests and merges."""
+
+    RUNNING = "running"  # admits, tests and merges
+    PAUSED = "paused"  # starts no test run and merges nothing; running tests finish
+    DRAINING = "draining"  # refuses new PRs; finishes what is already queued
+    SWITCHING_MODES = "switching_modes"  # set by keepgreen during a mode change; like draining
+
+
+class QueueMode(StrEnum):
+    """How PRs depend on each other."""
+
+    SINGLE = "single"  # one line: each PR is tested on everything ahead of it
+    PARALLEL = "parallel"  # lanes from overlapping impacted targets
+
+
+class MergeMethod(StrEnum):
+    """How a tested PR lands on the target branch."""
+
+    MERGE_COMMIT = "merge_commit"  # the tested merge commits land as they are
+    SQUASH = "squash"  # one commit per PR whose tree is the tested tree
+    REBASE = "rebase"  # the PR's commits replayed
+
+
+class DirectMergeMode(StrEnum):
+    """Whether an up-to-date PR may skip the test run when the queue is empty."""
+
+    OFF = "off"  # every PR is tested by the queue
+    ALWAYS = "always"  # up to date, queue (lane) empty, own checks green: merge at once
+
+
+class OptimizationMode(StrEnum):
+    """Optional test-saving strategies."""
+
+    OFF = "off"  # no optimisation
+    BISECTION_SKIP_REDUNDANT_TESTS = "bisection_skip_redundant_tests"  # reuse failures in bisection
+
+
+class Mergeability(StrEnum):
+    """What the code host says about merging the PR onto the target branch."""
+
+    UNSPECIFIED = "unspecified"  # not known yet
+    IN_PROGRESS = "in_progress"  # the host is still computing it
+    MERGEABLE = "mergeable"  # merges cleanly onto the target tip
+    NOT_MERGEABLE = "not_mergeable"  # conflicts, or the target branch is missing
+
+
+class TestRunStatus(StrEnum):
+    """The outcome of one test run on a testing branch."""
+
+    __test__ = False  # not a pytest test class despite its name
+
+    IN_PROGRESS = "in_progress"  # required statuses still outstanding
+    SUCCEEDED = "succeeded"  # every required status is success
+    FAILED = "failed"  # a required status failed or errored, or the run timed out
+    CANCELLED = "cancelled"  # abandoned before it finished (restart, cancel, preemption)
+
+
+class TestRunKind(StrEnum):
+    """Which capacity pool a run uses; also the `queue_type` metrics label."""
+
+    __test__ = False
+
+    MAIN = "main"  # counts against `concurrency`
+    BISECTION = "bisection"  # counts against `bisectionConcurrency`
+
+
+class CommitState(StrEnum):
+    """A commit status as CI reports it."""
+
+    PENDING = "pending"  # CI started or has not finished
+    SUCCESS = "success"  # CI passed
+    FAILURE = "failure"  # CI failed
+    ERROR = "error"  # CI could not run
+
+
+class StateReason(StrEnum):
+    """Why a pull request changed state; stored in its history and shown to users."""
+
+    SUBMITTED = "submitted"  # submitted or resubmitted
+    RESUBMITTED = "resubmitted"  # priority or batching changed while queued
+    READY = "ready"  # readiness met and the queue admits
+    NOT_READY = "not_ready"  # readiness lost, or the queue stopped admitting
+    CANCELED_BY_USER = "canceled_by_user"
+    PUSHED_TO = "pushed_to"  # its head moved while queued
+    PR_CLOSED = "pr_closed"
+    RESTART_REQUESTED = "restart_requested"
+    TESTS_STARTED = "tests_started"
+    TESTS_PASSED = "tests_passed"
+    TESTS_FAILED = "tests_failed"
+    TEST_RUN_TIMEOUT = "test_run_timeout"
+    MERGE_CONFLICT = "merge_conflict"
+    NO_REQUIRED_STATUSES = "no_required_statuses"
+    MERGED_BY_QUEUE = "merged_by_queue"
+    PREDECESSOR_CHANGED = "predecessor_changed"  # a PR ahead left; re-test on a new base
+    PREEMPTED = "preempted"  # an urgent PR took its place
+    TARGET_BRANCH_MOVED = "target_branch_moved"

@@ -1,0 +1,11 @@
+"""Bounds on queue settings and request values; the HTTP schema and the services share them."""
+
+MAX_CONCURRENCY = 1000
+MAX_MINUTES = 10_080  # one week
+MAX_PENDING_FAILURE_DEPTH = 1000
+MAX_BATCH_SIZE = 1000
+MAX_PR_NUMBER = 4_294_967_295  # the spec's bound: an unsigned 32-bit integer
+MAX_REQUIRED_STATUSES = 100
+MAX_PAGE_TAKE = 100
+DEFAULT_PAGE_TAKE = 50
+MAX_TEXT_LENGTH = 4096  # descriptions and target URLs of commit statuses

@@ -1,0 +1,234 @@
+"""The merge queue's plain data: queues, their configuration, entries, test runs and statuses.
+
+Frozen dataclasses only; the db adapter and the HTTP edge translate to and from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from keepgreen.core.enums import (
+    CommitState,
+    DirectMergeMode,
+    Mergeability,
+    MergeMethod,
+    OptimizationMode,
+    PrState,
+    QueueMode,
+    QueueState,
+    StateReason,
+    TestRunKind,
+    TestRunStatus,
+)
+from keepgreen.core.ids import OrgId, PullRequestId, QueueId, RepositoryId, TestRunId
+from keepgreen.core.priority import Priority
+
+
+@dataclass(frozen=True, slots=True)
+class RepoRef:
+    """How clients name a repository: `host/owner/name`."""
+
+    host: str
+    owner: str
+    name: str
+
+    @property
+    def slug(self) -> str:
+        """`owner/name`, the metrics label and the `repo` query parameter."""
+        return f"{self.owner}/{self.name}"
+
+    def __str__(self) -> str:
+        return f"{self.host}/{self.owner}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Repository:
+    """A repository registered with an org; `git_url` is where its git data lives."""
+
+    id: RepositoryId
+    org_id: OrgId
+    ref: RepoRef
+    git_url: str
+    ci_command: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class QueueConfig:
+    """Every setting of a queue that `updateQueue` can change, with the documented defaults."""
+
+    concurrency: int = 1
+    bisection_concurrency: int = 1
+    testing_timeout_minutes: int = 300
+    pending_failure_depth: int = 0
+    can_optimistically_merge: bool = False
+    batch: bool = False
+    batching_max_wait_time_minutes: int = 5
+    batching_min_size: int = 4
+    create_prs_for_testing_branches: bool = False
+    comments_enabled: bool = False
+    commands_enabled: bool = False
+    status_check_enabled: bool = False
+    direct_merge_mode: DirectMergeMode = DirectMergeMode.OFF
+    optimization_mode: OptimizationMode = OptimizationMode.OFF
+    merge_method: MergeMethod = MergeMethod.SQUASH
+    # None: no override is set (the repository's own CI decides); a tuple: the queue's override.
+    required_statuses: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """One merge queue: a repository's target branch, its state, mode and configuration.
+
+    `pending_mode` is set while `state` is `switching_modes`: the mode the queue switches to once
+    the PRs already testing have finished.
+    """
+
+    id: QueueId
+    repository_id: RepositoryId
+    branch: str
+    state: QueueState
+    mode: QueueMode
+    config: QueueConfig
+    created_at: datetime
+    updated_at: datetime
+    pending_mode: QueueMode | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """The signals that decide whether a submitted PR may enter the queue."""
+
+    does_base_branch_match: bool
+    mergeability: Mergeability
+    requires_impacted_targets: bool
+    has_impacted_targets: bool
+
+    @property
+    def is_ready(self) -> bool:
+        """The spec's rule: base matches, mergeable, and targets known when they are required."""
+        return (
+            self.does_base_branch_match
+            and self.mergeability is Mergeability.MERGEABLE
+            and (self.has_impacted_targets or not self.requires_impacted_targets)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PullRequestInfo:
+    """What the code host tells about a pull request's head."""
+
+    number: int
+    head_sha: str
+    title: str
+    author: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueEntry:
+    """A pull request's entry in one queue. One per (queue, PR number): resubmitting a PR after
+    it left the queue starts a new episode on the same entry (same `id`, new `state_changed_at`).
+
+    `position` is the admission sequence number inside the queue; `queue_order` sorts on it.
+    """
+
+    id: PullRequestId
+    queue_id: QueueId
+    number: int
+    state: PrState
+    state_changed_at: datetime
+    state_reason: StateReason
+    priority: Priority
+    no_batch: bool
+    head_sha: str
+    title: str
+    author: str
+    base_branch: str
+    readiness: Readiness
+    is_submitted: bool
+    force_enqueued: bool
+    position: int
+    submitted_at: datetime
+    verified_by_test_run: TestRunId | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """One line of an entry's history."""
+
+    pull_request_id: PullRequestId
+    queue_id: QueueId
+    from_state: PrState | None
+    to_state: PrState
+    reason: StateReason
+    at: datetime
+    test_run_id: TestRunId | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TestRun:
+    """One test of a predicted future branch: the target tip plus `dependent_prs`
+    (PRs ahead, not under test) plus `tested_prs` (the PR or batch this run decides).
+    """
+
+    __test__ = False
+
+    id: TestRunId
+    queue_id: QueueId
+    kind: TestRunKind
+    status: TestRunStatus
+    branch: str
+    base_sha: str
+    sha: str | None
+    tested_prs: tuple[PullRequestId, ...]
+    dependent_prs: tuple[PullRequestId, ...]
+    required_statuses: tuple[str, ...]
+    created_at: datetime
+    finished_at: datetime | None = None
+    failure_reason: StateReason | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitStatus:
+    """The last status a CI context reported for a commit of a repository."""
+
+    repository_id: RepositoryId
+    sha: str
+    context: str
+    state: CommitState
+    target_url: str | None
+    description: str | None
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ImpactedTargets:
+    """The targets a PR's head commit touches; `targets is None` means it impacts everything."""
+
+    queue_id: QueueId
+    pr_number: int
+    head_sha: str
+    targets: tuple[str, ...] | None
+    uploaded_at: datetime
+
+    @property
+    def impacts_all(self) -> bool:
+        return self.targets is None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSnapshot:
+    """A queue with its live entries, in queue order."""
+
+    queue: Queue
+    entries: tuple[QueueEntry, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class Org:
+    """A tenant: its tokens see only its repositories."""
+
+    id: OrgId
+    slug: str
+    created_at: datetime

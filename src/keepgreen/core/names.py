@@ -1,0 +1,43 @@
+"""Validation of the names clients send: branches, repository parts, status contexts, shas."""
+
+from __future__ import annotations
+
+import re
+
+MAX_NAME_LENGTH = 255
+_SHA = re.compile(r"^[0-9a-f]{4,64}$")
+_FORBIDDEN_REF_CHARS = frozenset(" ~^:?*[\\\x7f")
+
+
+def branch_name_problem(name: str) -> str | None:
+    """Why `name` is not a usable branch name (git's check-ref-format rules), or None."""
+    if not name:
+        return "must not be empty"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"must be at most {MAX_NAME_LENGTH} characters"
+    if any(ord(ch) < 0x20 or ch in _FORBIDDEN_REF_CHARS for ch in name):
+        return "must not contain spaces, control characters or any of ~^:?*[\\"
+    if name.startswith(("/", "-")) or name.endswith(("/", ".", ".lock")):
+        return "must not start with '/' or '-' nor end with '/', '.' or '.lock'"
+    if ".." in name or "//" in name or "@{" in name or name == "@":
+        return "must not contain '..', '//' or '@{'"
+    if any(part.startswith(".") for part in name.split("/")):
+        return "must not have a path component starting with '.'"
+    return None
+
+
+def plain_name_problem(name: str) -> str | None:
+    """Why `name` is not a usable host, owner, repository, context or slug, or None."""
+    if not name.strip():
+        return "must not be empty"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"must be at most {MAX_NAME_LENGTH} characters"
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
+        return "must not contain control characters"
+    return None
+
+
+def normalize_sha(sha: str) -> str | None:
+    """The lowercase hex form of a commit sha, or None when `sha` is not one."""
+    lowered = sha.strip().lower()
+    return lowered if _SHA.match(lowered) else None

@@ -1,0 +1,28 @@
+"""Configuration from the environment (prefix KEEPGREEN_)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_DATA_DIR = Path("./keepgreen-data")
+MAX_BODY_BYTES = 20 * 1024 * 1024  # the interface's 20 MiB request limit
+
+
+class Settings(BaseSettings):
+    """Everything keepgreen reads from its environment; see the README's Configuration table."""
+
+    model_config = SettingsConfigDict(env_prefix="KEEPGREEN_", extra="ignore")
+
+    database_url: str | None = None
+    data_dir: Path = DEFAULT_DATA_DIR
+    url: str = "http://127.0.0.1:8080/v1"
+    token: str | None = None
+    max_body_bytes: int = MAX_BODY_BYTES
+
+    def resolved_database_url(self) -> str:
+        """The database URL; by default SQLite inside the data dir."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.data_dir / 'keepgreen.db'}"

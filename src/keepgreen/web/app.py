@@ -1,0 +1,74 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+
+from keepgreen import __version__
+from keepgreen.bootstrap import Container, bootstrap
+from keepgreen.settings import Settings
+from keepgreen.web.auth import authenticate
+from keepgreen.web.body_limit import BodyLimitMiddleware
+from keepgreen.web.errors import install_error_handlers
+from keepgreen.web.routes import merge_queue, metrics
+
+API_PREFIX = "/v1"
+
+
+def create_app(settings: Settings | None = None, *, container: Container | None = None) -> FastAPI:
+    """Build the app; pass a container to share one (tests, `keepgreen serve` with a worker)."""
+    if container is None:
+        container = bootstrap(settings or Settings())
+    owned = container
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        owned.close()
+
+    app = FastAPI(
+        title="keepgreen API",
+        version=__version__,
+        description="Merge queue and flaky-test service, HTTP API v1.",
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.container = container
+    app.state.authenticate = authenticate
+    install_error_handlers(app)
+    app.include_router(merge_queue.router, prefix=API_PREFIX)
+    app.include_router(metrics.router, prefix=API_PREFIX)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=container.settings.max_body_bytes)
+
+    def openapi_document() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                description=app.description,
+                routes=app.routes,
+                servers=[{"url": API_PREFIX}],
+            )
+            # Paths are served under /v1; the document lists them relative to its server.
+            app.openapi_schema["paths"] = {
+                path.removeprefix(API_PREFIX): item
+                for path, item in app.openapi_schema["paths"].items()
+            }
+        return app.openapi_schema
+
+    for path in (f"{API_PREFIX}/openapi.json", "/openapi.json"):
+        app.add_api_route(
+            path,
+            lambda: JSONResponse(openapi_document()),
+            include_in_schema=False,
+            methods=["GET"],
+        )
+    return app

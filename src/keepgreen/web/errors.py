@@ -1,0 +1,101 @@
+"""Every error leaves as `{"error": {"code", "message"}}` with a standard status code."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from keepgreen.app.errors import Conflict, InvalidInput, KeepgreenError, NotFound, Unavailable
+
+log = logging.getLogger(__name__)
+
+_STATUS_OF: dict[type[KeepgreenError], int] = {
+    InvalidInput: 400,
+    NotFound: 404,
+    Conflict: 409,
+    Unavailable: 503,
+}
+_CODE_OF_STATUS = {
+    400: "invalid_request",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
+
+
+def error_response(
+    status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"code": code, "message": message}}, status_code=status, headers=headers
+    )
+
+
+class Unauthorized(Exception):
+    """Raised by the auth dependency; answered 401."""
+
+
+def describe_validation_error(errors: list[Any]) -> tuple[str, str]:
+    """(code, message) for pydantic errors, naming the first bad field as a dotted path."""
+    if not errors:
+        return "invalid_request", "the request is not valid"
+    first = errors[0]
+    if first.get("type") == "json_invalid":
+        return "malformed_json", "the request body is not valid JSON"
+    location = [str(part) for part in first.get("loc", ()) if part not in ("body",)]
+    # pydantic names union members and validators in the path; clients want the field.
+    location = [part for part in location if not part.startswith(("function-", "union["))]
+    field = ".".join(location)
+    message = str(first.get("msg", "is not valid"))
+    message = message.removeprefix("Value error, ")
+    if first.get("type") == "missing" and not field:
+        return "invalid_request", "a JSON object body is required"
+    if first.get("type") == "missing":
+        return "invalid_request", f"{field} is required"
+    if not field:
+        return "invalid_request", f"the request body is not valid: {message}"
+    return "invalid_request", f"{field}: {message}"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(KeepgreenError)
+    async def _domain(_request: Request, error: KeepgreenError) -> JSONResponse:
+        status = next((code for kind, code in _STATUS_OF.items() if isinstance(error, kind)), 400)
+        return error_response(status, error.code, error.message)
+
+    @app.exception_handler(Unauthorized)
+    async def _unauthorized(_request: Request, _error: Unauthorized) -> JSONResponse:
+        return error_response(
+            401, "unauthorized", "a valid API token is required in the x-api-token header"
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        # Authentication is decided before input: a bad body without a token is a 401.
+        authenticate = request.app.state.authenticate
+        if await authenticate(request) is None:
+            return await _unauthorized(request, Unauthorized())
+        code, message = describe_validation_error(list(error.errors()))
+        return error_response(400, code, message)
+
+    @app.exception_handler(HTTPException)
+    async def _http(_request: Request, error: HTTPException) -> JSONResponse:
+        code = _CODE_OF_STATUS.get(error.status_code, "http_error")
+        message = error.detail if isinstance(error.detail, str) else "request refused"
+        if error.status_code == 404:
+            message = "no such endpoint"
+        return error_response(error.status_code, code, message, headers=error.headers)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_request: Request, error: Exception) -> JSONResponse:
+        log.exception("unexpected error", exc_info=error)
+        return error_response(500, "internal_error", "keepgreen failed to handle the request")

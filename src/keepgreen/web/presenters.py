@@ -1,0 +1,126 @@
+"""Core values to wire bodies."""
+
+from __future__ import annotations
+
+from keepgreen.app.testing import TestRunDetails
+from keepgreen.core.enums import CommitState
+from keepgreen.core.model import Queue, QueueEntry, QueueSnapshot, RepoRef
+from keepgreen.core.priority import DEFAULT_PRIORITY_NAME
+from keepgreen.web.schemas import (
+    EnqueuedPullRequest,
+    QueueConfigOut,
+    QueueOut,
+    ReadinessOut,
+    StatusCheck,
+    SubmittedPullRequest,
+    TestedPullRequest,
+    TestingDetails,
+)
+from keepgreen.web.wire import iso
+
+
+def queue_config(queue: Queue) -> QueueConfigOut:
+    config = queue.config
+    return QueueConfigOut(
+        state=queue.state,
+        branch=queue.branch,
+        concurrency=config.concurrency,
+        testingTimeoutMinutes=config.testing_timeout_minutes,
+        mode=queue.mode,
+        canOptimisticallyMerge=config.can_optimistically_merge,
+        pendingFailureDepth=config.pending_failure_depth,
+        batch=config.batch,
+        batchingMaxWaitTimeMinutes=config.batching_max_wait_time_minutes,
+        batchingMinSize=config.batching_min_size,
+        createPrsForTestingBranches=config.create_prs_for_testing_branches,
+        commentsEnabled=config.comments_enabled,
+        commandsEnabled=config.commands_enabled,
+        statusCheckEnabled=config.status_check_enabled,
+        bisectionConcurrency=config.bisection_concurrency,
+        requiredStatuses=list(config.required_statuses or ()),
+        directMergeMode=config.direct_merge_mode,
+        optimizationMode=config.optimization_mode,
+        mergeMethod=config.merge_method,
+    )
+
+
+def queue_snapshot(snapshot: QueueSnapshot) -> QueueOut:
+    return QueueOut(
+        **queue_config(snapshot.queue).model_dump(),
+        enqueuedPullRequests=[enqueued(entry) for entry in snapshot.entries],
+    )
+
+
+def enqueued(entry: QueueEntry) -> EnqueuedPullRequest:
+    return EnqueuedPullRequest(
+        id=entry.id,
+        state=entry.state,
+        stateChangedAt=iso(entry.state_changed_at),
+        priorityValue=entry.priority.value,
+        priorityName=entry.priority.name,
+        usedDefaultPriorityName=DEFAULT_PRIORITY_NAME,
+        skipTheLine=entry.priority.skips_the_line,
+        noBatch=entry.no_batch,
+        prNumber=entry.number,
+        prTitle=entry.title,
+        prSha=entry.head_sha,
+        prBaseBranch=entry.base_branch,
+        prAuthor=entry.author,
+    )
+
+
+def submitted(entry: QueueEntry) -> SubmittedPullRequest:
+    readiness = entry.readiness
+    return SubmittedPullRequest(
+        **enqueued(entry).model_dump(),
+        readiness=ReadinessOut(
+            hasImpactedTargets=readiness.has_impacted_targets,
+            requiresImpactedTargets=readiness.requires_impacted_targets,
+            doesBaseBranchMatch=readiness.does_base_branch_match,
+            gitHubMergeability=readiness.mergeability,
+        ),
+        forceEnqueued=entry.force_enqueued,
+        isCurrentlySubmittedToQueue=entry.is_submitted,
+        verifiedByTestRun=entry.verified_by_test_run,
+    )
+
+
+def pull_request_url(repo: RepoRef, number: int) -> str:
+    return f"https://{repo.host}/{repo.owner}/{repo.name}/pull/{number}"
+
+
+def testing_details(details: TestRunDetails) -> TestingDetails:
+    run = details.run
+    repo = details.repository.ref
+    return TestingDetails(
+        requiredStatuses=list(details.required_statuses),
+        requiredStatusesSource=details.required_statuses_source,
+        testBranch=run.branch,
+        testBranchSha=run.sha or "",
+        createdAt=iso(run.created_at),
+        status=run.status,
+        checkSuites=[],
+        statusChecks=[
+            StatusCheck(context=s.context, url=s.target_url, state=_upper(s.state))
+            for s in details.statuses
+        ],
+        testedPullRequests=[
+            TestedPullRequest(
+                prNumber=e.number, prUrl=pull_request_url(repo, e.number), title=e.title
+            )
+            for e in details.tested
+        ],
+        impactedTargets=(
+            None if details.impacted_targets is None else list(details.impacted_targets)
+        ),
+        impactedTargetsForTestedPrs=(
+            None
+            if details.impacted_targets_for_tested is None
+            else list(details.impacted_targets_for_tested)
+        ),
+        dependentPrs=[e.number for e in details.dependent],
+    )
+
+
+def _upper(state: CommitState) -> str:
+    return state.value.upper()

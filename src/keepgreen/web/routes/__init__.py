@@ -1,0 +1,1 @@
+"""Routes of API v1, one module per feature."""

@@ -1,0 +1,233 @@
+"""Merge-queue endpoints of API v1: queues, pull requests, testing details, commit statuses."""
+
+from __future__ import annotations
+
+from datetime import UTC
+from typing import Any
+
+from fastapi import APIRouter
+
+from keepgreen.app.errors import InvalidInput
+from keepgreen.app.pull_requests import QueueTarget
+from keepgreen.app.queues import QueueUpdate
+from keepgreen.core.ids import OrgId, PullRequestId
+from keepgreen.core.model import RepoRef
+from keepgreen.core.priority import (
+    PRIORITY_NAMES,
+    Priority,
+    PriorityError,
+    priority_from_name,
+    priority_from_value,
+)
+from keepgreen.web.auth import Org, Services
+from keepgreen.web.presenters import (
+    enqueued,
+    queue_config,
+    queue_snapshot,
+    submitted,
+    testing_details,
+)
+from keepgreen.web.schemas import (
+    CreateQueueRequest,
+    Empty,
+    ListPullRequestsRequest,
+    PrRequest,
+    PullRequestList,
+    QueueConfigOut,
+    QueueOut,
+    QueueRequest,
+    RepoIn,
+    SetCommitStatusRequest,
+    SetImpactedTargetsRequest,
+    SubmitRequest,
+    SubmittedPullRequest,
+    TestingDetails,
+    TestingDetailsRequest,
+    UpdateQueueRequest,
+    error_responses,
+)
+
+router = APIRouter(tags=["merge queue"])
+
+READ = error_responses(400, 401, 404, 413)
+WRITE = error_responses(400, 401, 404, 409, 413)
+SUBMIT = error_responses(400, 401, 404, 409, 413, 503)
+_ALL_TARGETS = frozenset({"ALL", "IMPACTS_ALL"})
+
+
+def repo_ref(repo: RepoIn) -> RepoRef:
+    return RepoRef(repo.host, repo.owner, repo.name)
+
+
+def target_of(org_id: OrgId, body: QueueRequest) -> QueueTarget:
+    return QueueTarget(org_id, repo_ref(body.repo), body.targetBranch)
+
+
+def parse_priority(body: SubmitRequest) -> Priority | None:
+    """The submitted priority: skipTheLine wins, then a number or a name; None keeps the
+    current one (or the default for a new submission).
+    """
+    if body.skipTheLine:
+        return priority_from_value(0)
+    value = body.priority
+    try:
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            raise PriorityError("must be a number 0-255 or a name")
+        if isinstance(value, int):
+            return priority_from_value(value)
+        if value.strip().isdigit():
+            return priority_from_value(int(value.strip()))
+        return priority_from_name(value)
+    except PriorityError as error:
+        names = ", ".join(PRIORITY_NAMES)
+        raise InvalidInput(
+            "invalid_field", f"priority: {error} (use 0-255 or one of {names})"
+        ) from error
+
+
+@router.post("/submitPullRequest", response_model=Empty, responses=SUBMIT)
+def submit_pull_request(body: SubmitRequest, org: Org, services: Services) -> dict[str, Any]:
+    """Submit a pull request to a merge queue; resubmitting updates its priority and noBatch."""
+    services.pull_requests.submit(
+        target_of(org, body), body.pr.number, priority=parse_priority(body), no_batch=body.noBatch
+    )
+    return {}
+
+
+@router.post("/cancelPullRequest", response_model=Empty, responses=WRITE)
+def cancel_pull_request(body: PrRequest, org: Org, services: Services) -> dict[str, Any]:
+    """Cancel a pull request in a merge queue (404 when it is not in the queue)."""
+    services.pull_requests.cancel(target_of(org, body), body.pr.number)
+    return {}
+
+
+@router.post("/restartTestsOnPullRequest", response_model=Empty, responses=WRITE)
+def restart_tests(body: PrRequest, org: Org, services: Services) -> dict[str, Any]:
+    """Restart tests on a pull request that is testing or waiting on a failure."""
+    services.pull_requests.restart(target_of(org, body), body.pr.number)
+    return {}
+
+
+@router.post("/setImpactedTargets", response_model=Empty, responses=WRITE)
+def set_impacted_targets(
+    body: SetImpactedTargetsRequest, org: Org, services: Services
+) -> dict[str, Any]:
+    """Set the impacted targets of a PR head: a list of names, or "ALL"."""
+    targets: tuple[str, ...] | None
+    if isinstance(body.impactedTargets, str):
+        if body.impactedTargets.strip().upper() not in _ALL_TARGETS:
+            raise InvalidInput(
+                "invalid_field", 'impactedTargets must be a list of strings or the string "ALL"'
+            )
+        targets = None
+    else:
+        targets = tuple(body.impactedTargets)
+    services.pull_requests.set_impacted_targets(
+        target_of(org, body), body.pr.number, body.pr.sha, targets
+    )
+    return {}
+
+
+@router.post("/getSubmittedPullRequest", response_model=SubmittedPullRequest, responses=READ)
+def get_submitted_pull_request(
+    body: PrRequest, org: Org, services: Services
+) -> SubmittedPullRequest:
+    """A pull request submitted to the queue, with its state, priority and readiness."""
+    return submitted(services.pull_requests.get(target_of(org, body), body.pr.number))
+
+
+@router.post("/listPullRequests", response_model=PullRequestList, responses=READ)
+def list_pull_requests(
+    body: ListPullRequestsRequest, org: Org, services: Services
+) -> PullRequestList:
+    """Pull requests of a queue in submission order, optionally by state or concluded since."""
+    since = body.since
+    if since is not None and since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)
+    page = services.pull_requests.list(
+        target_of(org, body),
+        state=body.state,
+        concluded_since=since,
+        cursor=None if body.cursor is None else PullRequestId(body.cursor),
+        take=body.take,
+    )
+    return PullRequestList(
+        pullRequests=[enqueued(entry) for entry in page.entries], nextCursor=page.next_cursor
+    )
+
+
+@router.post("/getMergeQueueTestingDetails", response_model=TestingDetails, responses=READ,
+             response_model_exclude_none=True)  # fmt: skip
+def get_testing_details(
+    body: TestingDetailsRequest, org: Org, services: Services
+) -> TestingDetails:
+    """What a test run (the UUID of its testing branch) is testing, and its statuses."""
+    return testing_details(
+        services.testing.details(org, repo_ref(body.repo), body.targetBranch, body.testRunId)
+    )
+
+
+@router.post("/createQueue", response_model=Empty, responses=WRITE)
+def create_queue(body: CreateQueueRequest, org: Org, services: Services) -> dict[str, Any]:
+    """Create a queue for a branch (409 if it exists); configure it with updateQueue."""
+    services.queues.create(
+        org, repo_ref(body.repo), body.targetBranch, mode=body.mode, concurrency=body.concurrency
+    )
+    return {}
+
+
+@router.post("/updateQueue", response_model=QueueConfigOut, responses=WRITE)
+def update_queue(body: UpdateQueueRequest, org: Org, services: Services) -> QueueConfigOut:
+    """Change a queue's state, mode or settings; answers the whole configuration."""
+    update = QueueUpdate(
+        state=body.state,
+        mode=body.mode,
+        concurrency=body.concurrency,
+        bisection_concurrency=body.bisectionConcurrency,
+        testing_timeout_minutes=body.testingTimeoutMinutes,
+        pending_failure_depth=body.pendingFailureDepth,
+        can_optimistically_merge=body.canOptimisticallyMerge,
+        batch=body.batch,
+        batching_max_wait_time_minutes=body.batchingMaxWaitTimeMinutes,
+        batching_min_size=body.batchingMinSize,
+        create_prs_for_testing_branches=body.createPrsForTestingBranches,
+        comments_enabled=body.commentsEnabled,
+        commands_enabled=body.commandsEnabled,
+        status_check_enabled=body.statusCheckEnabled,
+        direct_merge_mode=body.directMergeMode,
+        optimization_mode=body.optimizationMode,
+        merge_method=body.mergeMethod,
+        required_statuses=(None if body.requiredStatuses is None else tuple(body.requiredStatuses)),
+        delete_required_statuses=bool(body.deleteRequiredStatuses),
+    )
+    return queue_config(services.queues.update(org, repo_ref(body.repo), body.targetBranch, update))
+
+
+@router.post("/getQueue", response_model=QueueOut, responses=READ)
+def get_queue(body: QueueRequest, org: Org, services: Services) -> QueueOut:
+    """A queue's configuration and its enqueued pull requests in queue order."""
+    return queue_snapshot(services.queues.get(org, repo_ref(body.repo), body.targetBranch))
+
+
+@router.post("/deleteQueue", response_model=Empty, responses=WRITE)
+def delete_queue(body: QueueRequest, org: Org, services: Services) -> dict[str, Any]:
+    """Delete a queue; it must hold no submitted pull request (409 otherwise)."""
+    services.queues.delete(org, repo_ref(body.repo), body.targetBranch)
+    return {}
+
+
+@router.post("/setCommitStatus", response_model=Empty, responses=WRITE)
+def set_commit_status(body: SetCommitStatusRequest, org: Org, services: Services) -> dict[str, Any]:
+    """Report a CI status for a commit; the last report per (repo, sha, context) wins."""
+    services.statuses.set_commit_status(
+        org,
+        repo_ref(body.repo),
+        sha=body.sha,
+        context=body.context,
+        state=body.state,
+        target_url=body.targetUrl,
+        description=body.description,
+    )
+    return {}

@@ -1,0 +1,317 @@
+"""Request and response bodies of the merge-queue API, field for field as the interface has them.
+
+Attribute names are the wire's camelCase names. Unknown request fields are ignored, so clients
+written for newer or older revisions of the interface keep working.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr, WithJsonSchema
+
+from keepgreen.core.enums import (
+    CommitState,
+    DirectMergeMode,
+    Mergeability,
+    MergeMethod,
+    OptimizationMode,
+    PrState,
+    QueueMode,
+    QueueState,
+    TestRunStatus,
+)
+from keepgreen.core.limits import (
+    DEFAULT_PAGE_TAKE,
+    MAX_REQUIRED_STATUSES,
+    MAX_TEXT_LENGTH,
+)
+from keepgreen.core.names import MAX_NAME_LENGTH
+from keepgreen.web.wire import (
+    AnyCase,
+    BatchSize,
+    Branch,
+    Concurrency,
+    Depth,
+    Flag,
+    Minutes,
+    Name,
+    PositivePrNumber,
+    PrNumber,
+    Take,
+)
+
+
+class Request(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class Response(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- requests ------------------------------------------------------------------------------------
+
+
+class RepoIn(Request):
+    host: Name
+    owner: Name
+    name: Name
+
+
+class PrIn(Request):
+    number: PrNumber
+
+
+class PrWithShaIn(Request):
+    number: PositivePrNumber
+    sha: Annotated[StrictStr, Field(min_length=1, max_length=64)]
+
+
+class QueueRequest(Request):
+    repo: RepoIn
+    targetBranch: Branch
+
+
+class PrRequest(QueueRequest):
+    pr: PrIn
+
+
+PriorityIn = Annotated[
+    int | str | None,
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 0, "maximum": 255},
+                {"type": "string", "description": "urgent, high, medium or low (any case)"},
+                {"type": "null"},
+            ]
+        }
+    ),
+]
+
+
+class SubmitRequest(PrRequest):
+    priority: PriorityIn = None
+    noBatch: Flag | None = None
+    skipTheLine: Flag | None = Field(
+        default=None, description="true submits with priority 0 (urgent)."
+    )
+
+
+TargetName = Annotated[StrictStr, Field(max_length=MAX_TEXT_LENGTH)]
+
+
+class SetImpactedTargetsRequest(QueueRequest):
+    pr: PrWithShaIn
+    impactedTargets: Annotated[
+        list[TargetName] | StrictStr,
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"type": "array", "items": {"type": "string"}},
+                    {"type": "string", "enum": ["ALL", "IMPACTS_ALL"]},
+                ]
+            }
+        ),
+    ]
+
+
+class TestingDetailsRequest(QueueRequest):
+    __test__ = False
+
+    testRunId: Annotated[StrictStr, Field(min_length=1, max_length=MAX_NAME_LENGTH)]
+
+
+class CreateQueueRequest(QueueRequest):
+    mode: Annotated[QueueMode, AnyCase] | None = None
+    concurrency: Concurrency | None = None
+
+
+RequiredStatuses = Annotated[
+    list[Annotated[StrictStr, Field(min_length=1, max_length=MAX_NAME_LENGTH)]],
+    Field(max_length=MAX_REQUIRED_STATUSES),
+]
+
+
+def _settable(state: QueueState) -> QueueState:
+    if state is QueueState.SWITCHING_MODES:
+        raise ValueError("switching_modes is set by keepgreen, not by clients")
+    return state
+
+
+SettableQueueState = Annotated[
+    QueueState,
+    AnyCase,
+    AfterValidator(_settable),
+    WithJsonSchema({"type": "string", "enum": ["running", "paused", "draining"]}),
+]
+
+
+class UpdateQueueRequest(QueueRequest):
+    state: SettableQueueState | None = None
+    mode: Annotated[QueueMode, AnyCase] | None = None
+    concurrency: Concurrency | None = None
+    bisectionConcurrency: Concurrency | None = None
+    testingTimeoutMinutes: Minutes | None = None
+    pendingFailureDepth: Depth | None = None
+    canOptimisticallyMerge: Flag | None = None
+    batch: Flag | None = None
+    batchingMaxWaitTimeMinutes: Minutes | None = None
+    batchingMinSize: BatchSize | None = None
+    createPrsForTestingBranches: Flag | None = None
+    commentsEnabled: Flag | None = None
+    commandsEnabled: Flag | None = None
+    statusCheckEnabled: Flag | None = None
+    directMergeMode: Annotated[DirectMergeMode, AnyCase] | None = None
+    optimizationMode: Annotated[OptimizationMode, AnyCase] | None = None
+    mergeMethod: Annotated[MergeMethod, AnyCase] | None = None
+    requiredStatuses: RequiredStatuses | None = None
+    deleteRequiredStatuses: Flag | None = None
+
+
+class ListPullRequestsRequest(QueueRequest):
+    state: Annotated[PrState, AnyCase] | None = None
+    since: datetime | None = None
+    cursor: Annotated[StrictStr, Field(max_length=64)] | None = None
+    take: Take = DEFAULT_PAGE_TAKE
+
+
+class SetCommitStatusRequest(Request):
+    repo: RepoIn
+    sha: Annotated[StrictStr, Field(min_length=4, max_length=64)]
+    context: Name
+    state: Annotated[CommitState, AnyCase]
+    targetUrl: Annotated[StrictStr, Field(max_length=MAX_TEXT_LENGTH)] | None = None
+    description: Annotated[StrictStr, Field(max_length=MAX_TEXT_LENGTH)] | None = None
+
+
+# -- responses -----------------------------------------------------------------------------------
+
+
+class Empty(Response):
+    """What write verbs answer: `{}`."""
+
+
+class ErrorDetail(Response):
+    code: str
+    message: str
+
+
+class ErrorBody(Response):
+    error: ErrorDetail
+
+
+class EnqueuedPullRequest(Response):
+    id: str
+    state: PrState
+    stateChangedAt: str
+    priorityValue: int
+    priorityName: str
+    usedDefaultPriorityName: str
+    skipTheLine: bool
+    noBatch: bool
+    prNumber: int
+    prTitle: str
+    prSha: str
+    prBaseBranch: str
+    prAuthor: str
+
+
+class QueueConfigOut(Response):
+    state: QueueState
+    branch: str
+    concurrency: int
+    testingTimeoutMinutes: int
+    mode: QueueMode
+    canOptimisticallyMerge: bool
+    pendingFailureDepth: int
+    batch: bool
+    batchingMaxWaitTimeMinutes: int
+    batchingMinSize: int
+    createPrsForTestingBranches: bool
+    commentsEnabled: bool
+    commandsEnabled: bool
+    statusCheckEnabled: bool
+    bisectionConcurrency: int
+    requiredStatuses: list[str]
+    directMergeMode: DirectMergeMode
+    optimizationMode: OptimizationMode
+    mergeMethod: MergeMethod
+
+
+class QueueOut(QueueConfigOut):
+    enqueuedPullRequests: list[EnqueuedPullRequest]
+
+
+class ReadinessOut(Response):
+    hasImpactedTargets: bool
+    requiresImpactedTargets: bool
+    doesBaseBranchMatch: bool
+    gitHubMergeability: Mergeability
+
+
+class SubmittedPullRequest(EnqueuedPullRequest):
+    readiness: ReadinessOut
+    forceEnqueued: bool
+    isCurrentlySubmittedToQueue: bool
+    verifiedByTestRun: str | None
+
+
+class PullRequestList(Response):
+    pullRequests: list[EnqueuedPullRequest]
+    nextCursor: str | None = Field(default=None, description="Absent on the last page.")
+
+
+class CheckRun(Response):
+    name: str
+    url: str
+    status: str
+    conclusion: str | None = None
+
+
+class CheckSuite(Response):
+    checkRuns: list[CheckRun]
+
+
+class StatusCheck(Response):
+    context: str
+    url: str | None = None
+    state: str = Field(description="ERROR, FAILURE, PENDING or SUCCESS (uppercase, as GitHub's)")
+
+
+class TestedPullRequest(Response):
+    prNumber: int
+    prUrl: str
+    title: str
+
+
+class TestingDetails(Response):
+    __test__ = False
+
+    requiredStatuses: list[str]
+    requiredStatusesSource: str
+    testBranch: str
+    testBranchSha: str
+    createdAt: str
+    status: TestRunStatus
+    checkSuites: list[CheckSuite]
+    statusChecks: list[StatusCheck]
+    testedPullRequests: list[TestedPullRequest]
+    impactedTargets: list[str] | None = None
+    impactedTargetsForTestedPrs: list[str] | None = None
+    dependentPrs: list[int]
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for the error statuses a route can answer."""
+    descriptions = {
+        400: "Invalid input; the message names the field",
+        401: "Missing or unknown x-api-token",
+        404: "Unknown repository, queue, pull request or test run",
+        409: "The current state does not allow the operation",
+        413: "Request body over 20 MiB",
+        503: "The code host could not be read",
+    }
+    return {code: {"model": ErrorBody, "description": descriptions[code]} for code in codes}

@@ -1,0 +1,166 @@
+"""Shared fixtures: databases (SQLite always, PostgreSQL when configured), the app, git repos.
+
+Every db and API test runs once per backend: `sqlite` always, `postgresql` too when
+KEEPGREEN_TEST_DATABASE_URL names a PostgreSQL database (CI sets it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from keepgreen.adapters.db.engine import make_engine, migrate
+from keepgreen.adapters.db.tables import Base
+from keepgreen.bootstrap import Container, bootstrap
+from keepgreen.core.model import RepoRef
+from keepgreen.settings import Settings
+from keepgreen.web.app import create_app
+from tests.support.gitrepo import GitRepo
+
+PG_URL = os.environ.get("KEEPGREEN_TEST_DATABASE_URL")
+BACKENDS = ["sqlite", *(["postgresql"] if PG_URL else [])]
+
+
+class FakeClock:
+    """A clock tests move by hand; starts at a fixed instant and ticks 1 ms per reading."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start or datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(milliseconds=1)
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite file, copied for each test (migrating once is the slow part)."""
+    path = tmp_path_factory.mktemp("template") / "keepgreen.db"
+    engine = make_engine(f"sqlite:///{path}")
+    migrate(engine)
+    engine.dispose()
+    return path
+
+
+@pytest.fixture(scope="session")
+def pg_schema_url() -> Iterator[str]:
+    """A fresh PostgreSQL schema for this test session, migrated once."""
+    assert PG_URL is not None
+    schema = f"kg_test_{uuid.uuid4().hex[:12]}"
+    admin = make_engine(PG_URL)
+    with admin.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    url = make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
+    rendered = url.render_as_string(hide_password=False)
+    engine = make_engine(rendered)
+    migrate(engine)
+    engine.dispose()
+    yield rendered
+    with admin.begin() as connection:
+        connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    admin.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(
+    request: pytest.FixtureRequest, tmp_path: Path, sqlite_template: Path
+) -> Iterator[str]:
+    if request.param == "sqlite":
+        path = tmp_path / "db" / "keepgreen.db"
+        path.parent.mkdir()
+        shutil.copy(sqlite_template, path)
+        yield f"sqlite:///{path}"
+        return
+    url = request.getfixturevalue("pg_schema_url")
+    yield url
+    engine = make_engine(url)
+    tables = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
+    with engine.begin() as connection:
+        connection.execute(text(f"TRUNCATE {tables} CASCADE"))
+    engine.dispose()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def container(database_url: str, tmp_path: Path, clock: FakeClock) -> Iterator[Container]:
+    settings = Settings(database_url=database_url, data_dir=tmp_path / "data")
+    built = bootstrap(settings, clock=clock, run_migrations=False)
+    yield built
+    built.close()
+
+
+@pytest.fixture
+def client(container: Container) -> Iterator[TestClient]:
+    with TestClient(create_app(container=container)) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def token(container: Container) -> str:
+    return container.admin.create_token("acme")
+
+
+@pytest.fixture
+def other_token(container: Container) -> str:
+    """A token of another org, which must not see acme's data."""
+    return container.admin.create_token("globex")
+
+
+@pytest.fixture
+def git_repo(tmp_path: Path) -> GitRepo:
+    return GitRepo(tmp_path / "widgets")
+
+
+@dataclass(frozen=True)
+class Api:
+    """A client bound to a token, posting to /v1 with the repo reference filled in."""
+
+    client: TestClient
+    token: str
+    repo: dict[str, str]
+
+    def post(self, verb: str, body: dict[str, object] | None = None, **fields: object):  # type: ignore[no-untyped-def]
+        payload: dict[str, object] = {"repo": self.repo, **(body or {}), **fields}
+        return self.client.post(f"/v1/{verb}", json=payload, headers={"x-api-token": self.token})
+
+
+REPO = RepoRef("github.com", "acme", "widgets")
+REPO_JSON = {"host": REPO.host, "owner": REPO.owner, "name": REPO.name}
+
+
+@pytest.fixture
+def registered_repo(container: Container, git_repo: GitRepo, token: str) -> GitRepo:
+    container.admin.add_repository(
+        org_slug="acme", ref=REPO, git_url=str(git_repo.path), ci_command=None
+    )
+    return git_repo
+
+
+@pytest.fixture
+def api(client: TestClient, token: str, registered_repo: GitRepo) -> Api:
+    return Api(client, token, dict(REPO_JSON))
+
+
+@pytest.fixture
+def queue(api: Api) -> Api:
+    """The API with a queue for `main` created."""
+    response = api.post("createQueue", targetBranch="main")
+    assert response.status_code == 200, response.text
+    return api
