@@ -146,7 +146,7 @@ class PullRequestService:
         with self._uow() as uow:
             queue = self._queue(uow, target)
             if cursor is not None and not uow.entries.exists(queue.id, cursor):
-                raise InvalidInput("invalid_field", "cursor does not name a PR of this queue")
+                raise NotFound("cursor_not_found", "cursor does not name a PR of this queue")
             return uow.entries.page(
                 queue.id, state=state, concluded_since=concluded_since, cursor=cursor, take=take
             )

@@ -98,6 +98,12 @@ def apply_update(queue: Queue, update: QueueUpdate, *, has_admitted_entries: boo
     return replace(queue, config=config, state=state, mode=mode, pending_mode=pending_mode)
 
 
+def _queue_exists(branch: str) -> Conflict:
+    return Conflict(
+        "queue_exists", f'A merge queue already exists for branch "{branch}" in this repository'
+    )
+
+
 class QueueService:
     def __init__(self, uow: UnitOfWorkFactory, *, clock: Clock, new_id: IdFactory) -> None:
         self._uow = uow
@@ -116,27 +122,29 @@ class QueueService:
         problem = branch_name_problem(branch)
         if problem is not None:
             raise InvalidInput("invalid_field", f"targetBranch {problem}")
-        with self._uow() as uow:
-            repository = find_repository(uow, org_id, ref)
-            if uow.queues.find(repository.id, branch) is not None:
-                raise Conflict(
-                    "queue_exists",
-                    f'A merge queue already exists for branch "{branch}" in this repository',
+        try:
+            with self._uow() as uow:
+                repository = find_repository(uow, org_id, ref)
+                if uow.queues.find(repository.id, branch) is not None:
+                    raise _queue_exists(branch)
+                now = self._clock()
+                defaults = QueueConfig()
+                queue = Queue(
+                    id=QueueId(self._new_id()),
+                    repository_id=repository.id,
+                    branch=branch,
+                    state=QueueState.RUNNING,
+                    mode=mode or QueueMode.SINGLE,
+                    config=replace(defaults, concurrency=concurrency or defaults.concurrency),
+                    created_at=now,
+                    updated_at=now,
                 )
-            now = self._clock()
-            defaults = QueueConfig()
-            queue = Queue(
-                id=QueueId(self._new_id()),
-                repository_id=repository.id,
-                branch=branch,
-                state=QueueState.RUNNING,
-                mode=mode or QueueMode.SINGLE,
-                config=replace(defaults, concurrency=concurrency or defaults.concurrency),
-                created_at=now,
-                updated_at=now,
-            )
-            uow.queues.add(queue)
-            uow.commit()
+                uow.queues.add(queue)
+                uow.commit()
+        except Conflict as clash:
+            if clash.code == "concurrent_write":  # a concurrent create won the race
+                raise _queue_exists(branch) from clash
+            raise
         return queue
 
     def update(self, org_id: OrgId, ref: RepoRef, branch: str, update: QueueUpdate) -> Queue:

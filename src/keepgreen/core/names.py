@@ -6,6 +6,15 @@ import re
 
 MAX_NAME_LENGTH = 255
 _SHA = re.compile(r"^[0-9a-f]{4,64}$")
+SHA_PATTERN = r"^\s*[0-9a-fA-F]{4,64}\s*$"
+# git's check-ref-format rules as one ECMA/Python regex, for the OpenAPI document;
+# `branch_name_problem` applies the same rules and says which one failed.
+BRANCH_PATTERN = (
+    r"^(?!.*\.\.)(?!.*@\{)(?!.*//)(?![/.-])(?!.*/[.])(?!.*[/.]$)(?!.*\.lock(?:/|$))(?!@$)"
+    r"[^\x00-\x20~^:?*\[\\\x7f]{1,255}$"
+)
+# A name with something visible in it and no control characters.
+PLAIN_NAME_PATTERN = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
 _FORBIDDEN_REF_CHARS = frozenset(" ~^:?*[\\\x7f")
 
 
@@ -17,8 +26,10 @@ def branch_name_problem(name: str) -> str | None:
         return f"must be at most {MAX_NAME_LENGTH} characters"
     if any(ord(ch) < 0x20 or ch in _FORBIDDEN_REF_CHARS for ch in name):
         return "must not contain spaces, control characters or any of ~^:?*[\\"
-    if name.startswith(("/", "-")) or name.endswith(("/", ".", ".lock")):
-        return "must not start with '/' or '-' nor end with '/', '.' or '.lock'"
+    if name.startswith(("/", "-")) or name.endswith(("/", ".")):
+        return "must not start with '/' or '-' nor end with '/' or '.'"
+    if any(part.endswith(".lock") for part in name.split("/")):
+        return "must not have a path component ending in '.lock'"
     if ".." in name or "//" in name or "@{" in name or name == "@":
         return "must not contain '..', '//' or '@{'"
     if any(part.startswith(".") for part in name.split("/")):

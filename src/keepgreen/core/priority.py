@@ -44,5 +44,5 @@ def priority_from_name(name: str) -> Priority:
     key = name.strip().lower()
     if key not in PRIORITY_NAMES:
         names = ", ".join(PRIORITY_NAMES)
-        raise PriorityError(f"unknown priority name {name!r}; use one of {names} or 0-{255}")
+        raise PriorityError(f"unknown name {name!r}; use one of {names} or a number 0-255")
     return Priority(PRIORITY_NAMES[key], key)

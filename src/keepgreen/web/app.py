@@ -23,14 +23,16 @@ API_PREFIX = "/v1"
 
 def create_app(settings: Settings | None = None, *, container: Container | None = None) -> FastAPI:
     """Build the app; pass a container to share one (tests, `keepgreen serve` with a worker)."""
+    # A container the app builds is the app's to close; a container passed in is the caller's.
+    owned: Container | None = None
     if container is None:
-        container = bootstrap(settings or Settings())
-    owned = container
+        container = owned = bootstrap(settings or Settings())
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
-        owned.close()
+        if owned is not None:
+            owned.close()
 
     app = FastAPI(
         title="keepgreen API",

@@ -88,7 +88,13 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(400, code, message)
 
     @app.exception_handler(HTTPException)
-    async def _http(_request: Request, error: HTTPException) -> JSONResponse:
+    async def _http(request: Request, error: HTTPException) -> JSONResponse:
+        if error.status_code == 400:
+            # FastAPI refuses a body it cannot even decode (bad UTF-8, nesting too deep for the
+            # JSON parser) with a bare 400: answer it as malformed JSON, after authentication.
+            if await request.app.state.authenticate(request) is None:
+                return await _unauthorized(request, Unauthorized())
+            return error_response(400, "malformed_json", "the request body is not valid JSON")
         code = _CODE_OF_STATUS.get(error.status_code, "http_error")
         message = error.detail if isinstance(error.detail, str) else "request refused"
         if error.status_code == 404:

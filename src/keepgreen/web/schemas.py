@@ -27,7 +27,6 @@ from keepgreen.core.limits import (
     MAX_REQUIRED_STATUSES,
     MAX_TEXT_LENGTH,
 )
-from keepgreen.core.names import MAX_NAME_LENGTH
 from keepgreen.web.wire import (
     AnyCase,
     BatchSize,
@@ -37,8 +36,11 @@ from keepgreen.web.wire import (
     Flag,
     Minutes,
     Name,
+    NumberOrName,
+    PlainName,
     PositivePrNumber,
     PrNumber,
+    Sha,
     Take,
 )
 
@@ -66,7 +68,7 @@ class PrIn(Request):
 
 class PrWithShaIn(Request):
     number: PositivePrNumber
-    sha: Annotated[StrictStr, Field(min_length=1, max_length=64)]
+    sha: Sha
 
 
 class QueueRequest(Request):
@@ -78,13 +80,20 @@ class PrRequest(QueueRequest):
     pr: PrIn
 
 
+def _without_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    return value
+
+
 PriorityIn = Annotated[
     int | str | None,
+    NumberOrName,
     WithJsonSchema(
         {
             "anyOf": [
                 {"type": "integer", "minimum": 0, "maximum": 255},
-                {"type": "string", "description": "urgent, high, medium or low (any case)"},
+                {"type": "string", "enum": ["urgent", "high", "medium", "low"]},
                 {"type": "null"},
             ]
         }
@@ -100,7 +109,7 @@ class SubmitRequest(PrRequest):
     )
 
 
-TargetName = Annotated[StrictStr, Field(max_length=MAX_TEXT_LENGTH)]
+TargetName = Annotated[StrictStr, Field(max_length=MAX_TEXT_LENGTH), AfterValidator(_without_nul)]
 
 
 class SetImpactedTargetsRequest(QueueRequest):
@@ -121,7 +130,7 @@ class SetImpactedTargetsRequest(QueueRequest):
 class TestingDetailsRequest(QueueRequest):
     __test__ = False
 
-    testRunId: Annotated[StrictStr, Field(min_length=1, max_length=MAX_NAME_LENGTH)]
+    testRunId: Name
 
 
 class CreateQueueRequest(QueueRequest):
@@ -130,7 +139,7 @@ class CreateQueueRequest(QueueRequest):
 
 
 RequiredStatuses = Annotated[
-    list[Annotated[StrictStr, Field(min_length=1, max_length=MAX_NAME_LENGTH)]],
+    list[PlainName],
     Field(max_length=MAX_REQUIRED_STATUSES),
 ]
 
@@ -174,17 +183,26 @@ class UpdateQueueRequest(QueueRequest):
 class ListPullRequestsRequest(QueueRequest):
     state: Annotated[PrState, AnyCase] | None = None
     since: datetime | None = None
-    cursor: Annotated[StrictStr, Field(max_length=64)] | None = None
+    cursor: Annotated[StrictStr, Field(max_length=64), AfterValidator(_without_nul)] | None = None
     take: Take = DEFAULT_PAGE_TAKE
+
+
+# Stored as text: PostgreSQL text cannot hold a NUL, so none is accepted (on every backend).
+StatusText = Annotated[
+    StrictStr,
+    Field(max_length=MAX_TEXT_LENGTH),
+    AfterValidator(_without_nul),
+    WithJsonSchema({"type": "string", "maxLength": MAX_TEXT_LENGTH, "pattern": r"^[^\x00]*$"}),
+]
 
 
 class SetCommitStatusRequest(Request):
     repo: RepoIn
-    sha: Annotated[StrictStr, Field(min_length=4, max_length=64)]
-    context: Name
+    sha: Sha
+    context: PlainName
     state: Annotated[CommitState, AnyCase]
-    targetUrl: Annotated[StrictStr, Field(max_length=MAX_TEXT_LENGTH)] | None = None
-    description: Annotated[StrictStr, Field(max_length=MAX_TEXT_LENGTH)] | None = None
+    targetUrl: StatusText | None = None
+    description: StatusText | None = None
 
 
 # -- responses -----------------------------------------------------------------------------------

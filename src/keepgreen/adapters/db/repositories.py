@@ -6,6 +6,8 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 
 from sqlalchemy import delete, func, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from keepgreen.adapters.db.mapping import (
@@ -20,6 +22,7 @@ from keepgreen.adapters.db.mapping import (
 )
 from keepgreen.adapters.db.tables import (
     ApiTokenRow,
+    Base,
     CommitStatusRow,
     ImpactedTargetsRow,
     OrgRow,
@@ -44,6 +47,29 @@ from keepgreen.core.model import (
     StateChange,
     TestRun,
 )
+
+
+def _upsert(
+    session: Session,
+    table: type[Base],
+    values: dict[str, object],
+    *,
+    keys: tuple[str, ...],
+    updates: tuple[str, ...],
+) -> None:
+    """Insert `values`, or on a clash of the unique `keys` update the `updates` columns.
+
+    Both dialects spell it ON CONFLICT ... DO UPDATE; SQLAlchemy has one insert per dialect.
+    """
+    dialect = session.get_bind().dialect.name
+    insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+    statement = insert(table).values(**values)
+    statement = statement.on_conflict_do_update(
+        index_elements=list(keys),
+        set_={column: statement.excluded[column] for column in updates},
+    )
+    session.execute(statement)
+
 
 _CONCLUDED = (PrState.MERGED.value, PrState.FAILED.value, PrState.CANCELLED.value)
 
@@ -390,27 +416,24 @@ class SqlCommitStatuses:
         self._new_id = new_id
 
     def upsert(self, status: CommitStatus) -> None:
-        row = self._session.scalar(
-            select(CommitStatusRow)
-            .where(
-                CommitStatusRow.repository_id == status.repository_id,
-                CommitStatusRow.sha == status.sha,
-                CommitStatusRow.context == status.context,
-            )
-            .with_for_update()
+        # One INSERT ... ON CONFLICT DO UPDATE: concurrent first reports of a status cannot
+        # race each other into a unique-key error.
+        values = {
+            "repository_id": status.repository_id,
+            "sha": status.sha,
+            "context": status.context,
+            "state": status.state.value,
+            "target_url": status.target_url,
+            "description": status.description,
+            "updated_at": status.updated_at,
+        }
+        _upsert(
+            self._session,
+            CommitStatusRow,
+            {"id": self._new_id(), **values},
+            keys=("repository_id", "sha", "context"),
+            updates=("state", "target_url", "description", "updated_at"),
         )
-        if row is None:
-            row = CommitStatusRow(
-                id=self._new_id(),
-                repository_id=status.repository_id,
-                sha=status.sha,
-                context=status.context,
-            )
-            self._session.add(row)
-        row.state = status.state.value
-        row.target_url = status.target_url
-        row.description = status.description
-        row.updated_at = status.updated_at
 
     def list_for_sha(self, repository_id: RepositoryId, sha: str) -> Sequence[CommitStatus]:
         rows = self._session.scalars(
@@ -427,25 +450,20 @@ class SqlImpactedTargets:
         self._new_id = new_id
 
     def upsert(self, targets: ImpactedTargets) -> None:
-        row = self._session.scalar(
-            select(ImpactedTargetsRow)
-            .where(
-                ImpactedTargetsRow.queue_id == targets.queue_id,
-                ImpactedTargetsRow.pr_number == targets.pr_number,
-                ImpactedTargetsRow.head_sha == targets.head_sha,
-            )
-            .with_for_update()
+        _upsert(
+            self._session,
+            ImpactedTargetsRow,
+            {
+                "id": self._new_id(),
+                "queue_id": targets.queue_id,
+                "pr_number": targets.pr_number,
+                "head_sha": targets.head_sha,
+                "targets": None if targets.targets is None else list(targets.targets),
+                "uploaded_at": targets.uploaded_at,
+            },
+            keys=("queue_id", "pr_number", "head_sha"),
+            updates=("targets", "uploaded_at"),
         )
-        if row is None:
-            row = ImpactedTargetsRow(
-                id=self._new_id(),
-                queue_id=targets.queue_id,
-                pr_number=targets.pr_number,
-                head_sha=targets.head_sha,
-            )
-            self._session.add(row)
-        row.targets = None if targets.targets is None else list(targets.targets)
-        row.uploaded_at = targets.uploaded_at
 
     def find(self, queue_id: QueueId, pr_number: int, head_sha: str) -> ImpactedTargets | None:
         row = self._session.scalar(

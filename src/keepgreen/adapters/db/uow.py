@@ -52,12 +52,16 @@ class SqlUnitOfWork:
     ) -> None:
         self._session.rollback()
         self._session.close()
+        # A unique-key race with another writer (seen at a flush or at commit) is a Conflict
+        # the client can retry, not a crash.
+        if isinstance(exc, IntegrityError):
+            raise _write_conflict() from exc
 
     def commit(self) -> None:
-        """Commit; a unique-key race with another writer becomes a Conflict, not a crash."""
-        try:
-            self._session.commit()
-        except IntegrityError as error:
-            raise Conflict(
-                "concurrent_write", "another request changed the same data; retry the request"
-            ) from error
+        self._session.commit()
+
+
+def _write_conflict() -> Conflict:
+    return Conflict(
+        "concurrent_write", "another request changed the same data at the same time; retry it"
+    )

@@ -23,9 +23,13 @@ def local_path(git_url: str) -> Path | None:
     parsed = urlparse(git_url)
     if parsed.scheme == "file":
         return Path(parsed.path)
-    if parsed.scheme in ("", "local") or (len(parsed.scheme) == 1 and git_url[1:3] == ":\\"):
-        return Path(git_url)
-    return None
+    if "://" in git_url:
+        return None
+    # git's own rule: a colon before the first slash makes `host:path` an scp-like remote.
+    colon, slash = git_url.find(":"), git_url.find("/")
+    if colon != -1 and (slash == -1 or colon < slash):
+        return None
+    return Path(git_url)
 
 
 class LocalGitHost:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter
@@ -13,7 +13,6 @@ from keepgreen.app.queues import QueueUpdate
 from keepgreen.core.ids import OrgId, PullRequestId
 from keepgreen.core.model import RepoRef
 from keepgreen.core.priority import (
-    PRIORITY_NAMES,
     Priority,
     PriorityError,
     priority_from_name,
@@ -59,6 +58,21 @@ def repo_ref(repo: RepoIn) -> RepoRef:
     return RepoRef(repo.host, repo.owner, repo.name)
 
 
+def utc_since(moment: datetime | None) -> datetime | None:
+    """`since` in UTC (naive means UTC); a moment beyond what UTC datetimes can hold (e.g.
+    9999-12-31T23:59-23:59) is clamped to the first or last one, which selects the same PRs.
+    """
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        end = datetime.max.replace(tzinfo=UTC)
+        return end if moment.year == end.year else datetime.min.replace(tzinfo=UTC)
+
+
 def target_of(org_id: OrgId, body: QueueRequest) -> QueueTarget:
     return QueueTarget(org_id, repo_ref(body.repo), body.targetBranch)
 
@@ -81,10 +95,7 @@ def parse_priority(body: SubmitRequest) -> Priority | None:
             return priority_from_value(int(value.strip()))
         return priority_from_name(value)
     except PriorityError as error:
-        names = ", ".join(PRIORITY_NAMES)
-        raise InvalidInput(
-            "invalid_field", f"priority: {error} (use 0-255 or one of {names})"
-        ) from error
+        raise InvalidInput("invalid_field", f"priority: {error}") from error
 
 
 @router.post("/submitPullRequest", response_model=Empty, responses=SUBMIT)
@@ -138,14 +149,17 @@ def get_submitted_pull_request(
     return submitted(services.pull_requests.get(target_of(org, body), body.pr.number))
 
 
-@router.post("/listPullRequests", response_model=PullRequestList, responses=READ)
+@router.post(
+    "/listPullRequests",
+    response_model=PullRequestList,
+    responses=READ,
+    response_model_exclude_none=True,  # nextCursor is absent on the last page
+)
 def list_pull_requests(
     body: ListPullRequestsRequest, org: Org, services: Services
 ) -> PullRequestList:
     """Pull requests of a queue in submission order, optionally by state or concluded since."""
-    since = body.since
-    if since is not None and since.tzinfo is None:
-        since = since.replace(tzinfo=UTC)
+    since = utc_since(body.since)
     page = services.pull_requests.list(
         target_of(org, body),
         state=body.state,
@@ -158,8 +172,12 @@ def list_pull_requests(
     )
 
 
-@router.post("/getMergeQueueTestingDetails", response_model=TestingDetails, responses=READ,
-             response_model_exclude_none=True)  # fmt: skip
+@router.post(
+    "/getMergeQueueTestingDetails",
+    response_model=TestingDetails,
+    responses=READ,
+    response_model_exclude_none=True,  # impacted targets appear only once uploaded
+)
 def get_testing_details(
     body: TestingDetailsRequest, org: Org, services: Services
 ) -> TestingDetails:

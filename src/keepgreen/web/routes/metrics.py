@@ -15,6 +15,7 @@ from keepgreen.app.errors import InvalidInput
 from keepgreen.core.enums import TestRunKind
 from keepgreen.core.metrics import CONCLUSIONS, Histogram, QueueMetrics
 from keepgreen.core.model import RepoRef
+from keepgreen.core.names import plain_name_problem
 from keepgreen.web.auth import Org, Services
 from keepgreen.web.schemas import error_responses
 
@@ -100,7 +101,10 @@ def get_metrics(
     services: Services,
     repo: Annotated[
         str | None,
-        Query(description="owner/name; needs repoHost", json_schema_extra=_QUERY_TEXT),
+        Query(
+            description="owner/name; needs repoHost",
+            json_schema_extra={**_QUERY_TEXT, "pattern": "^[^/]+/[^/]+$"},
+        ),
     ] = None,
     repoHost: Annotated[  # noqa: N803 (the interface's parameter name)
         str | None, Query(description="the repository's host", json_schema_extra=_QUERY_TEXT)
@@ -116,6 +120,10 @@ def get_metrics(
         owner, slash, name = repo.partition("/")
         if not slash or not owner or not name or "/" in name:
             raise InvalidInput("invalid_field", "repo must be in owner/name form")
+        for field, value in (("repoHost", repoHost), ("repo", repo)):
+            problem = plain_name_problem(value)
+            if problem is not None:
+                raise InvalidInput("invalid_field", f"{field} {problem}")
         ref = RepoRef(repoHost, owner, name)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(QueueMetricsCollector(services.metrics.collect(org, ref)))

@@ -1,0 +1,101 @@
+"""The HTTP side of the CLI client: one POST per command, and errors as `error: <message>`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import typer
+
+TOKEN_HEADER = "x-api-token"  # noqa: S105 (a header name, not a secret)
+CONNECT_TIMEOUT_SECONDS = 5.0
+# A submit reads the PR from git before answering; leave it room on a big repository.
+READ_TIMEOUT_SECONDS = 60.0
+_ERROR_SNIPPET = 200
+
+
+class ClientError(Exception):
+    """A failure reported as `error: <message>`; exit code 1, or 2 for a usage problem."""
+
+    def __init__(self, message: str, *, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True, slots=True)
+class ApiClient:
+    """HTTP API v1 at `url` (its base, ending in /v1), speaking for the org of `token`."""
+
+    url: str
+    token: str
+
+    def post(self, verb: str, body: Mapping[str, object]) -> dict[str, Any]:
+        """POST `body` to a verb; the JSON object answered, or ClientError saying what failed."""
+        import httpx
+
+        endpoint = f"{self.url.rstrip('/')}/{verb}"
+        timeout = httpx.Timeout(READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
+        try:
+            response = httpx.post(
+                endpoint, json=body, headers={TOKEN_HEADER: self.token}, timeout=timeout
+            )
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as error:
+            raise ClientError(f"invalid API URL {self.url!r}: {error}", exit_code=2) from error
+        except httpx.ConnectError as error:
+            raise ClientError(
+                f"cannot connect to keepgreen at {self.url} ({error}); "
+                "is `keepgreen serve` running there?"
+            ) from error
+        except httpx.TimeoutException as error:
+            raise ClientError(f"keepgreen at {self.url} did not answer in time") from error
+        except httpx.HTTPError as error:
+            raise ClientError(f"request to {endpoint} failed: {error}") from error
+        try:
+            data: object = response.json()
+        except ValueError:
+            data = None
+        if response.is_error:
+            raise ClientError(_error_message(response.status_code, data, response.text))
+        if not isinstance(data, dict):
+            raise ClientError(f"{endpoint} answered {response.status_code} without a JSON object")
+        return data
+
+
+def _error_message(status: int, data: object, text: str) -> str:
+    """The server's `error.message`, or what can be said about an answer from something else."""
+    error = data.get("error") if isinstance(data, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    if not isinstance(message, str):
+        snippet = " ".join(text.split())[:_ERROR_SNIPPET]
+        return f"HTTP {status}: {snippet or 'no message'}"
+    if message == "no such endpoint":
+        return f"{message} (KEEPGREEN_URL should be the API base, ending in /v1)"
+    return message
+
+
+def connect(url: str | None, token: str | None) -> ApiClient:
+    """The client for the options given, falling back to KEEPGREEN_URL and KEEPGREEN_TOKEN."""
+    from keepgreen.settings import Settings
+
+    settings = Settings()
+    token = (token or settings.token or "").strip()
+    if not token:
+        raise ClientError(
+            "no API token: set KEEPGREEN_TOKEN or pass --token "
+            "(`keepgreen token create --org SLUG` makes one)",
+            exit_code=2,
+        )
+    return ApiClient(url or settings.url, token)
+
+
+@contextmanager
+def reported() -> Iterator[None]:
+    """Turn a ClientError into `error: <message>` on stderr and the error's exit code."""
+    try:
+        yield
+    except ClientError as error:
+        typer.echo(f"error: {error.message}", err=True)
+        raise typer.Exit(error.exit_code) from None

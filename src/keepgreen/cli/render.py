@@ -1,0 +1,171 @@
+"""Rich views of API answers: a queue's configuration and pull requests, one submitted PR.
+
+Views read the wire bodies (camelCase JSON) with `.get`, so an answer from a newer or older
+server that lacks a field shows a dash instead of failing. Values that come from users (titles,
+authors, status contexts) are wrapped in `Text`, never parsed as Rich markup.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import typer
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+_MISSING = "-"
+_SHORT_SHA = 12
+
+# How each PR state is coloured: waiting is yellow, testing blue, good news green, bad news red.
+_STATE_STYLES = {
+    "not_ready": "dim",
+    "pending": "yellow",
+    "testing": "blue",
+    "tests_passed": "green",
+    "pending_failure": "magenta",
+    "merged": "bold green",
+    "failed": "bold red",
+    "cancelled": "dim",
+    "running": "green",
+    "paused": "yellow",
+    "draining": "magenta",
+    "switching_modes": "magenta",
+}
+_TERMINAL = frozenset({"merged", "failed", "cancelled"})
+
+
+def console() -> Console:
+    """A console on stdout; no guessing colours for numbers, paths or URLs in our output."""
+    return Console(highlight=False)
+
+
+def print_json(data: Mapping[str, Any]) -> None:
+    """Print an API answer as indented JSON, plain text whatever the terminal."""
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def queue_view(queue: Mapping[str, Any], *, title: str) -> RenderableType:
+    """A queue's configuration, then its enqueued pull requests in queue order."""
+    entries: list[Mapping[str, Any]] = list(queue.get("enqueuedPullRequests") or [])
+    if not entries:
+        return Group(config_view(queue, title=title), Text("No pull requests in the queue."))
+    table = Table(title="Enqueued pull requests", title_justify="left", title_style="bold")
+    table.add_column("#", justify="right")
+    table.add_column("PR", justify="right")
+    table.add_column("state")
+    table.add_column("priority")
+    table.add_column("title", overflow="fold")
+    table.add_column("author")
+    table.add_column("sha")
+    for position, entry in enumerate(entries, start=1):
+        table.add_row(
+            str(position),
+            Text(f"#{entry.get('prNumber', _MISSING)}"),
+            state_text(entry.get("state")),
+            Text(priority_text(entry)),
+            Text(str(entry.get("prTitle", _MISSING))),
+            Text(str(entry.get("prAuthor", _MISSING))),
+            Text(str(entry.get("prSha", _MISSING))[:_SHORT_SHA]),
+        )
+    return Group(config_view(queue, title=title), table)
+
+
+def config_view(config: Mapping[str, Any], *, title: str) -> RenderableType:
+    """A queue's configuration as label/value rows under `title`."""
+    table = Table(show_header=False, box=None)
+    table.add_column("setting", style="bold")
+    table.add_column("value", overflow="fold")
+    batching = "off"
+    if config.get("batch"):
+        batching = (
+            f"on (min size {_value(config, 'batchingMinSize')}, "
+            f"max wait {_value(config, 'batchingMaxWaitTimeMinutes')} min)"
+        )
+    statuses = config.get("requiredStatuses") or []
+    rows: list[tuple[str, str | Text]] = [
+        ("state", state_text(config.get("state"))),
+        ("mode", _value(config, "mode")),
+        ("concurrency", _value(config, "concurrency")),
+        ("bisection concurrency", _value(config, "bisectionConcurrency")),
+        ("testing timeout", f"{_value(config, 'testingTimeoutMinutes')} min"),
+        ("pending failure depth", _value(config, "pendingFailureDepth")),
+        ("optimistic merge", _switch(config.get("canOptimisticallyMerge"))),
+        ("batching", batching),
+        ("direct merge", _value(config, "directMergeMode")),
+        ("merge method", _value(config, "mergeMethod")),
+        ("optimization", _value(config, "optimizationMode")),
+        ("required statuses", Text(", ".join(map(str, statuses)) if statuses else "(none)")),
+    ]
+    _add_rows(table, rows)
+    return _titled(title, table)
+
+
+def pull_request_view(pr: Mapping[str, Any], *, title: str) -> RenderableType:
+    """One submitted pull request under `title`: state, priority, readiness, head, author."""
+    table = Table(show_header=False, box=None)
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    readiness: Mapping[str, Any] = pr.get("readiness") or {}
+    state = state_text(pr.get("state"))
+    if pr.get("isCurrentlySubmittedToQueue") is False and pr.get("state") not in _TERMINAL:
+        state.append(" (removed from the queue)", style="dim")
+    rows: list[tuple[str, str | Text]] = [
+        ("title", Text(str(pr.get("prTitle", _MISSING)))),
+        ("author", Text(str(pr.get("prAuthor", _MISSING)))),
+        ("state", state),
+        ("since", _value(pr, "stateChangedAt")),
+        ("priority", priority_text(pr)),
+        ("batching", "tested alone (no batch)" if pr.get("noBatch") else "may be batched"),
+        ("sha", _value(pr, "prSha")),
+        ("base branch", Text(str(pr.get("prBaseBranch", _MISSING)))),
+        ("mergeability", _value(readiness, "gitHubMergeability")),
+        ("base branch matches", _switch(readiness.get("doesBaseBranchMatch"), "yes", "no")),
+        ("impacted targets", _targets(readiness)),
+    ]
+    if pr.get("verifiedByTestRun"):
+        rows.append(("verified by test run", _value(pr, "verifiedByTestRun")))
+    _add_rows(table, rows)
+    return _titled(title, table)
+
+
+def _titled(title: str, body: RenderableType) -> RenderableType:
+    # A title above the table, not Rich's table title: that one wraps to the table's width.
+    return Group(Text(title, style="bold"), body)
+
+
+def _add_rows(table: Table, rows: list[tuple[str, str | Text]]) -> None:
+    # Plain strings become Text too: a value from the server is shown, never read as markup.
+    for label, value in rows:
+        table.add_row(label, value if isinstance(value, Text) else Text(value))
+
+
+def state_text(state: object) -> Text:
+    """A PR or queue state, coloured by what it means."""
+    value = _MISSING if state is None else str(state)
+    return Text(value, style=_STATE_STYLES.get(value, ""))
+
+
+def priority_text(entry: Mapping[str, Any]) -> str:
+    """`high (10)`; skip-the-line PRs say so."""
+    text = f"{_value(entry, 'priorityName')} ({_value(entry, 'priorityValue')})"
+    return f"{text}, skips the line" if entry.get("skipTheLine") else text
+
+
+def _targets(readiness: Mapping[str, Any]) -> str:
+    if not readiness.get("requiresImpactedTargets"):
+        return "not required"
+    return "uploaded" if readiness.get("hasImpactedTargets") else "required, not uploaded yet"
+
+
+def _switch(value: object, on: str = "on", off: str = "off") -> str:
+    if value is None:
+        return _MISSING
+    return on if value else off
+
+
+def _value(data: Mapping[str, Any], key: str) -> str:
+    value = data.get(key)
+    return _MISSING if value is None else str(value)

@@ -1,0 +1,287 @@
+"""The db adapter on real SQLite and PostgreSQL: migrations, types, repositories, transactions."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+
+from keepgreen.adapters.db.engine import make_engine
+from keepgreen.adapters.db.tables import Base
+from keepgreen.app.errors import Conflict
+from keepgreen.bootstrap import Container
+from keepgreen.core.enums import (
+    CommitState,
+    Mergeability,
+    PrState,
+    QueueMode,
+    QueueState,
+    StateReason,
+    TestRunKind,
+    TestRunStatus,
+)
+from keepgreen.core.ids import OrgId, PullRequestId, QueueId, TestRunId
+from keepgreen.core.model import (
+    CommitStatus,
+    ImpactedTargets,
+    Queue,
+    QueueConfig,
+    QueueEntry,
+    Readiness,
+    Repository,
+    StateChange,
+    TestRun,
+)
+from keepgreen.core.priority import DEFAULT_PRIORITY
+from tests.conftest import REPO, FakeClock
+
+T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+
+
+def test_migrations_produce_exactly_the_models(database_url: str) -> None:
+    engine = make_engine(database_url)
+    with engine.connect() as connection:
+        differences = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+    engine.dispose()
+    assert differences == []
+
+
+@pytest.fixture
+def repository(container: Container) -> Repository:
+    return container.admin.add_repository(
+        org_slug="acme", ref=REPO, git_url="/nonexistent", ci_command="make test"
+    )
+
+
+@pytest.fixture
+def queue(container: Container, repository: Repository) -> Queue:
+    made = Queue(
+        id=QueueId("00000000-0000-0000-0000-000000000a01"),
+        repository_id=repository.id,
+        branch="main",
+        state=QueueState.RUNNING,
+        mode=QueueMode.SINGLE,
+        config=QueueConfig(required_statuses=("ci/build", "ci/lint")),
+        created_at=T0,
+        updated_at=T0,
+    )
+    with container.unit_of_work() as uow:
+        uow.queues.add(made)
+        uow.commit()
+    return made
+
+
+def entry(
+    queue: Queue, number: int, *, position: int, state: PrState = PrState.PENDING
+) -> QueueEntry:
+    return QueueEntry(
+        id=PullRequestId(f"00000000-0000-0000-0000-{number:012d}"),
+        queue_id=queue.id,
+        number=number,
+        state=state,
+        state_changed_at=T0,
+        state_reason=StateReason.READY,
+        priority=DEFAULT_PRIORITY,
+        no_batch=False,
+        head_sha=f"{number:040x}",
+        title=f"PR {number}",
+        author="ada",
+        base_branch="main",
+        readiness=Readiness(
+            does_base_branch_match=True,
+            mergeability=Mergeability.MERGEABLE,
+            requires_impacted_targets=False,
+            has_impacted_targets=False,
+        ),
+        is_submitted=True,
+        force_enqueued=False,
+        position=position,
+        submitted_at=T0,
+    )
+
+
+def test_a_queue_round_trips_with_its_whole_configuration(
+    container: Container, queue: Queue
+) -> None:
+    with container.unit_of_work() as uow:
+        loaded = uow.queues.find(queue.repository_id, "main")
+    assert loaded == queue
+
+
+def test_times_come_back_aware_and_in_utc(container: Container, queue: Queue) -> None:
+    """A time stored from another zone reads back as the same instant, in UTC."""
+    eastern = datetime(2026, 11, 2, 4, 0, tzinfo=UTC).astimezone(
+        __import__("zoneinfo").ZoneInfo("America/New_York")
+    )
+    with container.unit_of_work() as uow:
+        uow.queues.save(replace(queue, updated_at=eastern))
+        uow.commit()
+    with container.unit_of_work() as uow:
+        loaded = uow.queues.find(queue.repository_id, "main")
+    assert loaded is not None
+    assert loaded.updated_at == eastern
+    assert loaded.updated_at.tzinfo == UTC
+
+
+def test_positions_are_a_strict_sequence_per_queue(container: Container, queue: Queue) -> None:
+    with container.unit_of_work() as uow:
+        positions = [uow.queues.next_position(queue.id) for _ in range(5)]
+        uow.commit()
+    with container.unit_of_work() as uow:
+        positions.append(uow.queues.next_position(queue.id))
+    assert positions == [1, 2, 3, 4, 5, 6]
+
+
+def test_leaving_without_commit_rolls_back(container: Container, queue: Queue) -> None:
+    with container.unit_of_work() as uow:
+        uow.entries.add(entry(queue, 1, position=1))
+    with container.unit_of_work() as uow:
+        assert uow.entries.find(queue.id, 1) is None
+
+
+def test_a_duplicate_entry_is_a_conflict_not_a_crash(container: Container, queue: Queue) -> None:
+    with container.unit_of_work() as uow:
+        uow.entries.add(entry(queue, 1, position=1))
+        uow.commit()
+    duplicate = replace(
+        entry(queue, 1, position=2), id=PullRequestId("ffffffff-0000-0000-0000-000000000001")
+    )
+    with pytest.raises(Conflict) as raised:  # noqa: PT012, SIM117 (the unit of work is the subject)
+        with container.unit_of_work() as uow:
+            uow.entries.add(duplicate)
+            uow.commit()
+    assert raised.value.code == "concurrent_write"
+
+
+def test_pages_walk_every_entry_once_in_position_order(container: Container, queue: Queue) -> None:
+    with container.unit_of_work() as uow:
+        for number in range(1, 8):
+            uow.entries.add(entry(queue, number, position=8 - number))
+        uow.commit()
+    seen: list[int] = []
+    cursor = None
+    with container.unit_of_work() as uow:
+        while True:
+            page = uow.entries.page(
+                queue.id, state=None, concluded_since=None, cursor=cursor, take=3
+            )
+            seen.extend(e.number for e in page.entries)
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+    assert seen == [7, 6, 5, 4, 3, 2, 1]
+
+
+def test_commit_statuses_keep_the_last_write(
+    container: Container, repository: Repository, clock: FakeClock
+) -> None:
+    sha = "a" * 40
+    for state in (CommitState.PENDING, CommitState.FAILURE, CommitState.SUCCESS):
+        with container.unit_of_work() as uow:
+            uow.statuses.upsert(CommitStatus(repository.id, sha, "ci", state, None, None, clock()))
+            uow.commit()
+    with container.unit_of_work() as uow:
+        stored = uow.statuses.list_for_sha(repository.id, sha)
+    assert [(s.context, s.state) for s in stored] == [("ci", CommitState.SUCCESS)]
+
+
+def test_impacted_targets_keep_the_last_upload_per_head(container: Container, queue: Queue) -> None:
+    with container.unit_of_work() as uow:
+        uow.impacted_targets.upsert(ImpactedTargets(queue.id, 1, "ab" * 20, ("a", "b"), T0))
+        uow.impacted_targets.upsert(ImpactedTargets(queue.id, 1, "ab" * 20, None, T0))
+        uow.impacted_targets.upsert(ImpactedTargets(queue.id, 1, "cd" * 20, ("c",), T0))
+        uow.commit()
+    with container.unit_of_work() as uow:
+        first = uow.impacted_targets.find(queue.id, 1, "ab" * 20)
+        second = uow.impacted_targets.find(queue.id, 1, "cd" * 20)
+    assert first is not None
+    assert first.impacts_all
+    assert second is not None
+    assert second.targets == ("c",)
+
+
+def test_a_test_run_keeps_its_members_in_order(container: Container, queue: Queue) -> None:
+    entries = [entry(queue, n, position=n) for n in (1, 2, 3)]
+    run = TestRun(
+        id=TestRunId("11111111-2222-3333-4444-555555555555"),
+        queue_id=queue.id,
+        kind=TestRunKind.BISECTION,
+        status=TestRunStatus.IN_PROGRESS,
+        branch="keepgreen-merge/pr-2/11111111-2222-3333-4444-555555555555",
+        base_sha="0" * 40,
+        sha="f" * 40,
+        tested_prs=(entries[2].id, entries[1].id),
+        dependent_prs=(entries[0].id,),
+        required_statuses=("ci/build",),
+        created_at=T0,
+    )
+    with container.unit_of_work() as uow:
+        for e in entries:
+            uow.entries.add(e)
+        uow.test_runs.add(run)
+        uow.commit()
+    with container.unit_of_work() as uow:
+        assert uow.test_runs.get(queue.id, run.id) == run
+        assert [r.id for r in uow.test_runs.list_active([queue.id])] == [run.id]
+        assert uow.test_runs.kinds([run.id]) == {run.id: TestRunKind.BISECTION}
+        uow.test_runs.save(
+            replace(run, status=TestRunStatus.SUCCEEDED, finished_at=T0 + timedelta(minutes=3))
+        )
+        uow.commit()
+    with container.unit_of_work() as uow:
+        assert uow.test_runs.list_active([queue.id]) == []
+
+
+def test_history_since_returns_whole_histories_of_recent_entries(
+    container: Container, queue: Queue
+) -> None:
+    old, recent = entry(queue, 1, position=1), entry(queue, 2, position=2)
+    with container.unit_of_work() as uow:
+        uow.entries.add(old)
+        uow.entries.add(recent)
+        for e, at in ((old, T0), (recent, T0), (recent, T0 + timedelta(hours=2))):
+            uow.history.add(
+                StateChange(e.id, queue.id, None, PrState.PENDING, StateReason.READY, at)
+            )
+        uow.commit()
+    with container.unit_of_work() as uow:
+        changes = uow.history.list_since([queue.id], T0 + timedelta(hours=1))
+    assert [(c.pull_request_id, c.at) for c in changes] == [
+        (recent.id, T0),
+        (recent.id, T0 + timedelta(hours=2)),
+    ]
+
+
+def test_deleting_a_queue_removes_everything_under_it(container: Container, queue: Queue) -> None:
+    e = entry(queue, 1, position=1, state=PrState.MERGED)
+    with container.unit_of_work() as uow:
+        uow.entries.add(e)
+        uow.history.add(
+            StateChange(e.id, queue.id, None, PrState.MERGED, StateReason.MERGED_BY_QUEUE, T0)
+        )
+        uow.impacted_targets.upsert(ImpactedTargets(queue.id, 1, "ab" * 20, ("a",), T0))
+        uow.commit()
+    with container.unit_of_work() as uow:
+        uow.queues.delete(queue.id)
+        uow.commit()
+    with container.unit_of_work() as uow:
+        assert uow.queues.find(queue.repository_id, "main") is None
+        assert uow.entries.find(queue.id, 1) is None
+        assert uow.impacted_targets.find(queue.id, 1, "ab" * 20) is None
+
+
+def test_tokens_are_stored_hashed(container: Container) -> None:
+    token = container.admin.create_token("initech")
+    org = container.admin.authenticate(token)
+    assert org is not None
+    from keepgreen.app.admin import hash_token
+
+    with container.unit_of_work() as uow:
+        stored = uow.tokens.find_by_hash(hash_token(token))
+        assert stored is not None
+        assert stored.org_id == OrgId(org)
+        assert token not in stored.token_hash
+    assert container.admin.authenticate(token[:-1] + ("A" if token[-1] != "A" else "B")) is None

@@ -1,0 +1,86 @@
+"""The built-in code host on real git repositories."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from keepgreen.adapters.git.local_host import LocalGitHost, local_path
+from keepgreen.app.ports import CodeHostError
+from keepgreen.core.enums import Mergeability
+from keepgreen.core.ids import OrgId, RepositoryId
+from keepgreen.core.model import Repository
+from tests.conftest import REPO
+from tests.support.gitrepo import GitRepo
+
+
+def repository_at(url: str) -> Repository:
+    return Repository(
+        RepositoryId("r"), OrgId("o"), REPO, url, None, datetime(2026, 1, 1, tzinfo=UTC)
+    )
+
+
+def test_a_pull_request_is_its_ref_with_title_and_author(git_repo: GitRepo) -> None:
+    sha = git_repo.open_pr(7, {"x.txt": "x\n"}, title="Add x\n\nLong body", author="Grace Hopper")
+    info = LocalGitHost().pull_request(repository_at(str(git_repo.path)), 7)
+    assert info is not None
+    assert (info.number, info.head_sha, info.title, info.author) == (
+        7,
+        sha,
+        "Add x",
+        "Grace Hopper",
+    )
+
+
+def test_a_missing_pull_request_is_none(git_repo: GitRepo) -> None:
+    assert LocalGitHost().pull_request(repository_at(str(git_repo.path)), 8) is None
+
+
+def test_bare_repositories_and_file_urls_work(git_repo: GitRepo, tmp_path: Path) -> None:
+    sha = git_repo.open_pr(3, {"y.txt": "y\n"})
+    bare = tmp_path / "bare.git"
+    git_repo.git("clone", "-q", "--bare", str(git_repo.path), str(bare))
+    git_repo.git("--git-dir", str(bare), "update-ref", "refs/pull/3/head", sha)
+    info = LocalGitHost().pull_request(repository_at(f"file://{bare}"), 3)
+    assert info is not None
+    assert info.head_sha == sha
+
+
+def test_mergeability_follows_the_target_branch(git_repo: GitRepo) -> None:
+    host = LocalGitHost()
+    repository = repository_at(str(git_repo.path))
+    clean = git_repo.open_pr(1, {"new.txt": "new\n"})
+    clashing = git_repo.open_pr(2, {"README.md": "theirs\n"})
+    git_repo.commit({"README.md": "ours\n"}, "change README on main")
+    assert host.mergeability(repository, head_sha=clean, target_branch="main") is (
+        Mergeability.MERGEABLE
+    )
+    assert host.mergeability(repository, head_sha=clashing, target_branch="main") is (
+        Mergeability.NOT_MERGEABLE
+    )
+    assert host.mergeability(repository, head_sha=clean, target_branch="nope") is (
+        Mergeability.NOT_MERGEABLE
+    )
+
+
+def test_an_unreadable_repository_is_a_code_host_error(tmp_path: Path) -> None:
+    with pytest.raises(CodeHostError):
+        LocalGitHost().pull_request(repository_at(str(tmp_path / "missing")), 1)
+    with pytest.raises(CodeHostError):
+        LocalGitHost().pull_request(repository_at("https://example.com/acme/widgets.git"), 1)
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("/srv/git/widgets", Path("/srv/git/widgets")),
+        ("file:///srv/git/widgets.git", Path("/srv/git/widgets.git")),
+        ("relative/repo", Path("relative/repo")),
+        ("https://example.com/acme/widgets.git", None),
+        ("git@example.com:acme/widgets.git", None),
+    ],
+)
+def test_local_paths_are_told_from_remotes(url: str, expected: Path | None) -> None:
+    assert local_path(url) == expected

@@ -1,0 +1,94 @@
+"""CLI fixtures: a real HTTP server on a free port for the test's container, and a CLI runner."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from typer.testing import CliRunner, Result
+
+from keepgreen.bootstrap import Container
+from keepgreen.cli.main import app
+from keepgreen.web.app import create_app
+from tests.conftest import REPO_JSON
+
+REPO_ARG = "github.com/acme/widgets"
+START_TIMEOUT_SECONDS = 10.0
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def live_url(container: Container) -> Iterator[str]:
+    """The /v1 base URL of a uvicorn server running the app on the test's container."""
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(container=container), host="127.0.0.1", port=port, log_level="warning"
+        )
+    )
+    thread = threading.Thread(target=server.run, name="keepgreen-live-server", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            pytest.fail(f"the test server did not start on port {port}")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=START_TIMEOUT_SECONDS)
+
+
+@dataclass(frozen=True)
+class Cli:
+    """`keepgreen ...` in-process, with KEEPGREEN_URL/KEEPGREEN_TOKEN pointing at the server."""
+
+    url: str
+    token: str
+
+    def __call__(self, *args: str, env: Mapping[str, str | None] | None = None) -> Result:
+        base_env: dict[str, str | None] = {"KEEPGREEN_URL": self.url, "KEEPGREEN_TOKEN": self.token}
+        return CliRunner().invoke(app, list(args), env={**base_env, **(env or {})})
+
+    def ok(self, *args: str) -> Result:
+        """Run a command that must succeed; fails the test with its output otherwise."""
+        result = self(*args)
+        assert result.exit_code == 0, (
+            f"keepgreen {' '.join(args)} exited {result.exit_code}\n"
+            f"stdout: {result.stdout}\nstderr: {result.stderr}"
+        )
+        return result
+
+    def api(self, verb: str, **fields: object) -> httpx.Response:
+        """The same server, straight through HTTP (to check what a command did)."""
+        return httpx.post(
+            f"{self.url}/{verb}",
+            json={"repo": REPO_JSON, "targetBranch": "main", **fields},
+            headers={"x-api-token": self.token},
+        )
+
+    def api_json(self, verb: str, **fields: object) -> Any:
+        response = self.api(verb, **fields)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+
+@pytest.fixture
+def cli(live_url: str, token: str) -> Cli:
+    return Cli(live_url, token)

@@ -1,0 +1,485 @@
+"""The client commands against a real server: each command's effect, its --json, its errors."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import httpx
+import pytest
+from typer.testing import Result
+
+from keepgreen.app.pull_requests import QueueTarget
+from keepgreen.bootstrap import Container
+from keepgreen.core.enums import PrState
+from tests.cli.conftest import REPO_ARG, Cli, free_port
+from tests.conftest import REPO, REPO_JSON
+from tests.support.gitrepo import GitRepo
+
+R = ("--repo", REPO_ARG)
+
+
+@pytest.fixture
+def queued(cli: Cli, registered_repo: GitRepo) -> GitRepo:
+    """A registered repo whose `main` queue exists (made with `keepgreen queue create`)."""
+    cli.ok("queue", "create", *R)
+    return registered_repo
+
+
+def states(cli: Cli) -> list[tuple[int, str]]:
+    """(number, state) of the enqueued PRs, in queue order, as the API reports them."""
+    queue = cli.api_json("getQueue")
+    return [(pr["prNumber"], pr["state"]) for pr in queue["enqueuedPullRequests"]]
+
+
+def submitted(cli: Cli, number: int) -> dict[str, object]:
+    body: dict[str, object] = cli.api_json("getSubmittedPullRequest", pr={"number": number})
+    return body
+
+
+def put_in_testing(container: Container, token: str, number: int) -> None:
+    """Move a queued PR to `testing`, as the worker does when its test run starts."""
+    org_id = container.admin.authenticate(token)
+    assert org_id is not None
+    entry = container.pull_requests.get(QueueTarget(org_id, REPO, "main"), number)
+    with container.unit_of_work() as uow:
+        uow.entries.save(replace(entry, state=PrState.TESTING))
+        uow.commit()
+
+
+def assert_error(result: Result, code: int, message: str) -> None:
+    """Exit `code`, `error: <message>` on stderr, nothing on stdout and no traceback."""
+    assert result.exit_code == code, (result.stdout, result.stderr)
+    assert result.stderr == f"error: {message}\n"
+    assert result.stdout == ""
+
+
+# -- submit ---------------------------------------------------------------------------------------
+
+
+def test_submit_puts_the_pr_in_the_queue(cli: Cli, queued: GitRepo) -> None:
+    queued.open_pr(1, {"a.txt": "a\n"})
+    queued.open_pr(2, {"b.txt": "b\n"})
+
+    first = cli.ok("submit", "1", *R)
+    cli.ok("submit", "2", *R, "--branch", "main")
+
+    assert first.stdout == "Submitted #1 to the main queue of github.com/acme/widgets.\n"
+    assert states(cli) == [(1, "pending"), (2, "pending")]
+
+
+def test_submit_sends_priority_and_no_batch_and_resubmit_keeps_what_is_not_given(
+    cli: Cli, queued: GitRepo
+) -> None:
+    queued.open_pr(1, {"a.txt": "a\n"})
+
+    cli.ok("submit", "1", *R, "--priority", "high", "--no-batch")
+    pr = submitted(cli, 1)
+    assert (pr["priorityName"], pr["priorityValue"], pr["noBatch"]) == ("high", 10, True)
+
+    cli.ok("submit", "1", *R, "--batch")
+    pr = submitted(cli, 1)
+    assert (pr["priorityName"], pr["priorityValue"], pr["noBatch"]) == ("high", 10, False)
+
+
+def test_submit_takes_a_numeric_priority(cli: Cli, queued: GitRepo) -> None:
+    queued.open_pr(1, {"a.txt": "a\n"})
+    cli.ok("submit", "1", *R, "--priority", "42")
+    pr = submitted(cli, 1)
+    assert (pr["priorityName"], pr["priorityValue"]) == ("custom", 42)
+
+
+def test_submit_skip_the_line_is_urgent(cli: Cli, queued: GitRepo) -> None:
+    queued.open_pr(1, {"a.txt": "a\n"})
+    cli.ok("submit", "1", *R, "--skip-the-line")
+    pr = submitted(cli, 1)
+    assert (pr["priorityValue"], pr["skipTheLine"]) == (0, True)
+
+
+def test_submit_reports_the_servers_refusal_of_a_bad_priority(cli: Cli, queued: GitRepo) -> None:
+    queued.open_pr(1, {"a.txt": "a\n"})
+    expected = cli.api("submitPullRequest", pr={"number": 1}, priority="soonish")
+    assert expected.status_code == 400
+
+    result = cli("submit", "1", *R, "--priority", "soonish")
+
+    assert_error(result, 1, expected.json()["error"]["message"])
+    assert "soonish" in result.stderr
+    assert states(cli) == []
+
+
+def test_submit_of_a_pr_the_repository_does_not_have(cli: Cli, queued: GitRepo) -> None:
+    expected = cli.api("submitPullRequest", pr={"number": 7})
+    assert expected.status_code == 404
+    message = expected.json()["error"]["message"]
+    assert "refs/pull/7/head" in message
+
+    assert_error(cli("submit", "7", *R), 1, message)
+
+
+# -- cancel, restart ------------------------------------------------------------------------------
+
+
+def test_cancel_takes_the_pr_out_of_the_queue(cli: Cli, queued: GitRepo) -> None:
+    queued.open_pr(1, {"a.txt": "a\n"})
+    queued.open_pr(2, {"b.txt": "b\n"})
+    cli.ok("submit", "1", *R)
+    cli.ok("submit", "2", *R)
+
+    result = cli.ok("cancel", "1", *R)
+
+    assert result.stdout == "Cancelled #1 in the main queue of github.com/acme/widgets.\n"
+    assert states(cli) == [(2, "pending")]
+    pr = submitted(cli, 1)
+    assert (pr["state"], pr["isCurrentlySubmittedToQueue"]) == ("cancelled", False)
+
+
+def test_cancel_of_a_pr_not_in_the_queue_prints_the_servers_message(
+    cli: Cli, queued: GitRepo
+) -> None:
+    expected = cli.api("cancelPullRequest", pr={"number": 9})
+    assert expected.status_code == 404
+
+    assert_error(cli("cancel", "9", *R), 1, expected.json()["error"]["message"])
+
+
+def test_restart_sends_a_testing_pr_back_to_pending(
+    cli: Cli, queued: GitRepo, container: Container, token: str
+) -> None:
+    queued.open_pr(1, {"a.txt": "a\n"})
+    cli.ok("submit", "1", *R)
+    put_in_testing(container, token, 1)
+    assert states(cli) == [(1, "testing")]
+
+    result = cli.ok("restart", "1", *R)
+
+    assert result.stdout == (
+        "Restarted the tests of #1 in the main queue of github.com/acme/widgets.\n"
+    )
+    assert states(cli) == [(1, "pending")]
+
+
+def test_restart_of_a_pending_pr_is_refused(cli: Cli, queued: GitRepo) -> None:
+    queued.open_pr(1, {"a.txt": "a\n"})
+    cli.ok("submit", "1", *R)
+    expected = cli.api("restartTestsOnPullRequest", pr={"number": 1})
+    assert expected.status_code == 409
+
+    assert_error(cli("restart", "1", *R), 1, expected.json()["error"]["message"])
+    assert states(cli) == [(1, "pending")]
+
+
+# -- status ---------------------------------------------------------------------------------------
+
+
+def test_status_shows_state_priority_readiness_sha_title_and_author(
+    cli: Cli, queued: GitRepo
+) -> None:
+    sha = queued.open_pr(3, {"c.txt": "c\n"}, title="Add c", author="Grace Hopper")
+    cli.ok("submit", "3", *R, "--priority", "low")
+
+    output = cli.ok("status", "3", *R).stdout
+
+    assert output.startswith("#3 in the main queue of github.com/acme/widgets\n")
+    lines = {" ".join(line.split()) for line in output.splitlines()}
+    assert {
+        "title Add c",
+        "author Grace Hopper",
+        "state pending",
+        "priority low (200)",
+        f"sha {sha}",
+        "mergeability mergeable",
+        "base branch matches yes",
+    } <= lines
+
+
+def test_status_json_is_the_api_answer(cli: Cli, queued: GitRepo) -> None:
+    queued.open_pr(1, {"a.txt": "a\n"})
+    cli.ok("submit", "1", *R)
+
+    printed = json.loads(cli.ok("status", "1", *R, "--json").stdout)
+
+    assert printed == submitted(cli, 1)
+    assert printed["state"] == "pending"
+
+
+def test_status_shows_titles_as_written_not_as_markup(cli: Cli, queued: GitRepo) -> None:
+    queued.open_pr(1, {"a.txt": "a\n"}, title="Fix [red]everything[/red]", author="[b]Eve[/b]")
+    cli.ok("submit", "1", *R)
+
+    output = cli.ok("status", "1", *R).stdout
+
+    assert "Fix [red]everything[/red]" in output
+    assert "[b]Eve[/b]" in output
+
+
+def test_status_of_a_pr_never_submitted_prints_the_servers_message(
+    cli: Cli, queued: GitRepo
+) -> None:
+    expected = cli.api("getSubmittedPullRequest", pr={"number": 5})
+    assert expected.status_code == 404
+
+    assert_error(cli("status", "5", *R), 1, expected.json()["error"]["message"])
+
+
+# -- queue show, create, delete -------------------------------------------------------------------
+
+
+def test_queue_show_lists_the_config_and_the_prs_in_queue_order(cli: Cli, queued: GitRepo) -> None:
+    sha_1 = queued.open_pr(1, {"a.txt": "a\n"}, title="First change", author="Ada")
+    sha_2 = queued.open_pr(2, {"b.txt": "b\n"}, title="Second change", author="Grace")
+    cli.ok("submit", "1", *R)
+    cli.ok("submit", "2", *R, "--priority", "high")
+
+    output = cli.ok("queue", "show", *R).stdout
+
+    assert output.startswith("Queue main of github.com/acme/widgets\n")
+    assert "running" in output
+    assert "squash" in output
+    # The high-priority PR is ahead of the one submitted first.
+    assert output.index(sha_2[:12]) < output.index(sha_1[:12])
+    assert output.index("Second change") < output.index("First change")
+    assert "high (10)" in output
+    assert "medium (100)" in output
+
+
+def test_queue_show_json_is_the_api_answer(cli: Cli, queued: GitRepo) -> None:
+    queued.open_pr(1, {"a.txt": "a\n"})
+    cli.ok("submit", "1", *R)
+
+    printed = json.loads(cli.ok("queue", "show", *R, "--json").stdout)
+
+    assert printed == cli.api_json("getQueue")
+    assert [pr["prNumber"] for pr in printed["enqueuedPullRequests"]] == [1]
+
+
+def test_queue_show_of_an_empty_queue(cli: Cli, queued: GitRepo) -> None:
+    output = cli.ok("queue", "show", *R).stdout
+    assert output.endswith("No pull requests in the queue.\n")
+
+
+def test_queue_create_with_mode_and_concurrency(cli: Cli, registered_repo: GitRepo) -> None:
+    result = cli.ok("queue", "create", *R, "--branch", "release", "--mode", "parallel",
+                    "--concurrency", "3")  # fmt: skip
+
+    assert result.stdout == "Created the release queue of github.com/acme/widgets.\n"
+    config = cli.api_json("getQueue", targetBranch="release")
+    assert (config["mode"], config["concurrency"], config["branch"]) == ("parallel", 3, "release")
+
+
+def test_queue_create_twice_is_a_conflict(cli: Cli, queued: GitRepo) -> None:
+    expected = cli.api("createQueue")
+    assert expected.status_code == 409
+
+    assert_error(cli("queue", "create", *R), 1, expected.json()["error"]["message"])
+
+
+def test_queue_delete_removes_the_queue(cli: Cli, queued: GitRepo) -> None:
+    result = cli.ok("queue", "delete", *R)
+
+    assert result.stdout == "Deleted the main queue of github.com/acme/widgets.\n"
+    assert cli.api("getQueue").status_code == 404
+
+
+def test_queue_delete_refuses_a_queue_with_prs(cli: Cli, queued: GitRepo) -> None:
+    queued.open_pr(1, {"a.txt": "a\n"})
+    cli.ok("submit", "1", *R)
+    expected = cli.api("deleteQueue")
+    assert expected.status_code == 409
+
+    assert_error(cli("queue", "delete", *R), 1, expected.json()["error"]["message"])
+    assert states(cli) == [(1, "pending")]
+
+
+# -- queue update and its shortcuts ---------------------------------------------------------------
+
+EVERY_OPTION = (
+    "--state", "paused", "--mode", "parallel", "--concurrency", "4",
+    "--bisection-concurrency", "2", "--testing-timeout-minutes", "30",
+    "--pending-failure-depth", "2", "--optimistic-merge", "--batch",
+    "--batching-max-wait-minutes", "7", "--batching-min-size", "3", "--direct-merge", "always",
+    "--merge-method", "rebase", "--optimization-mode", "bisection_skip_redundant_tests",
+    "--required-status", "ci/build", "--required-status", "lint",
+)  # fmt: skip
+
+
+def test_queue_update_sets_every_option_given(cli: Cli, queued: GitRepo) -> None:
+    printed = json.loads(cli.ok("queue", "update", *R, *EVERY_OPTION, "--json").stdout)
+
+    config = cli.api_json("getQueue")
+    assert printed == {key: value for key, value in config.items() if key != "enqueuedPullRequests"}
+    assert {key: config[key] for key in printed if key not in ("branch",)} == {
+        "state": "paused",
+        "mode": "parallel",
+        "concurrency": 4,
+        "bisectionConcurrency": 2,
+        "testingTimeoutMinutes": 30,
+        "pendingFailureDepth": 2,
+        "canOptimisticallyMerge": True,
+        "batch": True,
+        "batchingMaxWaitTimeMinutes": 7,
+        "batchingMinSize": 3,
+        "directMergeMode": "always",
+        "mergeMethod": "rebase",
+        "optimizationMode": "bisection_skip_redundant_tests",
+        "requiredStatuses": ["ci/build", "lint"],
+        # Not settable from the CLI; they keep their defaults.
+        "createPrsForTestingBranches": False,
+        "commentsEnabled": False,
+        "commandsEnabled": False,
+        "statusCheckEnabled": False,
+    }
+
+
+def test_queue_update_sends_only_the_options_given(cli: Cli, queued: GitRepo) -> None:
+    cli.ok("queue", "update", *R, *EVERY_OPTION)
+    before = cli.api_json("getQueue")
+
+    output = cli.ok("queue", "update", *R, "--no-batch", "--no-optimistic-merge").stdout
+
+    after = cli.api_json("getQueue")
+    changed = {key for key in after if after[key] != before[key]}
+    assert changed == {"batch", "canOptimisticallyMerge"}
+    assert output.startswith("Updated the main queue of github.com/acme/widgets\n")
+    assert " ".join(next(line for line in output.splitlines() if "batching" in line).split()) == (
+        "batching off"
+    )
+
+
+def test_queue_update_clears_required_statuses(cli: Cli, queued: GitRepo) -> None:
+    cli.ok("queue", "update", *R, "--required-status", "ci")
+    assert cli.api_json("getQueue")["requiredStatuses"] == ["ci"]
+
+    cli.ok("queue", "update", *R, "--clear-required-statuses")
+
+    assert cli.api_json("getQueue")["requiredStatuses"] == []
+
+
+def test_queue_update_without_options_is_a_usage_error(cli: Cli, queued: GitRepo) -> None:
+    result = cli("queue", "update", *R)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: nothing to update")
+
+
+def test_queue_update_refuses_a_state_clients_cannot_set(cli: Cli, queued: GitRepo) -> None:
+    result = cli("queue", "update", *R, "--state", "switching_modes")
+    assert result.exit_code == 2
+    assert "switching_modes" in result.stderr
+    assert cli.api_json("getQueue")["state"] == "running"
+
+
+@pytest.mark.parametrize(
+    ("command", "state"), [("pause", "paused"), ("drain", "draining"), ("resume", "running")]
+)
+def test_queue_state_shortcuts(cli: Cli, queued: GitRepo, command: str, state: str) -> None:
+    if command == "resume":
+        cli.ok("queue", "pause", *R)
+
+    result = cli.ok("queue", command, *R)
+
+    assert result.stdout == f"The main queue of github.com/acme/widgets is now {state}.\n"
+    assert cli.api_json("getQueue")["state"] == state
+
+
+# -- --json of the write commands -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("submit", "1"),
+        ("cancel", "1"),
+        ("queue", "create", "--branch", "release"),
+        ("queue", "delete", "--branch", "release"),
+    ],
+    ids=["submit", "cancel", "queue-create", "queue-delete"],
+)
+def test_write_commands_print_the_empty_answer_with_json(
+    cli: Cli, queued: GitRepo, args: tuple[str, ...]
+) -> None:
+    queued.open_pr(1, {"a.txt": "a\n"})
+    if args[0] == "cancel":
+        cli.ok("submit", "1", *R)
+    if args[:2] == ("queue", "delete"):
+        cli.ok("queue", "create", *R, "--branch", "release")
+
+    result = cli.ok(*args, *R, "--json")
+
+    assert json.loads(result.stdout) == {}
+
+
+def test_state_shortcut_json_is_the_updated_config(cli: Cli, queued: GitRepo) -> None:
+    printed = json.loads(cli.ok("queue", "pause", *R, "--json").stdout)
+    config = cli.api_json("getQueue")
+    del config["enqueuedPullRequests"]
+    assert printed == config
+    assert printed["state"] == "paused"
+
+
+# -- connection and usage errors ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args", [("submit", "1"), ("status", "1"), ("queue", "show"), ("queue", "pause")]
+)
+def test_a_missing_token_is_a_usage_error(cli: Cli, args: tuple[str, ...]) -> None:
+    result = cli(*args, *R, env={"KEEPGREEN_TOKEN": None})
+
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "error: no API token: set KEEPGREEN_TOKEN or pass --token "
+        "(`keepgreen token create --org SLUG` makes one)\n"
+    )
+
+
+def test_a_wrong_token_prints_the_servers_message(cli: Cli, queued: GitRepo) -> None:
+    expected = httpx.post(
+        f"{cli.url}/getQueue",
+        json={"repo": REPO_JSON, "targetBranch": "main"},
+        headers={"x-api-token": "not-a-token"},
+    )
+    assert expected.status_code == 401
+
+    result = cli("queue", "show", *R, env={"KEEPGREEN_TOKEN": "not-a-token"})
+
+    assert_error(result, 1, expected.json()["error"]["message"])
+
+
+def test_an_unreachable_server_is_named(cli: Cli) -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"
+
+    result = cli("status", "1", *R, env={"KEEPGREEN_URL": url})
+
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"error: cannot connect to keepgreen at {url} ")
+    assert "Traceback" not in result.stderr
+
+
+def test_a_url_that_is_not_the_api_base_gets_a_hint(cli: Cli, queued: GitRepo) -> None:
+    result = cli("queue", "show", *R, env={"KEEPGREEN_URL": cli.url.removesuffix("/v1")})
+    assert_error(
+        result, 1, "no such endpoint (KEEPGREEN_URL should be the API base, ending in /v1)"
+    )
+
+
+def test_url_and_token_options_override_the_environment(cli: Cli, queued: GitRepo) -> None:
+    elsewhere = f"http://127.0.0.1:{free_port()}/v1"
+    env = {"KEEPGREEN_URL": elsewhere, "KEEPGREEN_TOKEN": None}
+
+    result = cli("queue", "show", *R, "--url", cli.url, "--token", cli.token, "--json", env=env)
+
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["branch"] == "main"
+
+
+@pytest.mark.parametrize("repo", ["acme/widgets", "github.com/acme/", "a/b/c/d"])
+def test_a_repo_not_host_owner_name_is_a_usage_error(cli: Cli, repo: str) -> None:
+    result = cli("status", "1", "--repo", repo)
+    assert result.exit_code == 2
+    assert "HOST/OWNER/NAME" in result.stderr
+
+
+def test_an_invalid_url_is_a_usage_error(cli: Cli) -> None:
+    result = cli("status", "1", *R, env={"KEEPGREEN_URL": "ftp://example.invalid/v1"})
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: invalid API URL 'ftp://example.invalid/v1'")

@@ -1,0 +1,219 @@
+"""End to end through real processes: create a token, register a repo, serve, use the API and CLI.
+
+Runs `python -m keepgreen` as a user would, on the embedded default (SQLite in the data dir).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from keepgreen.app.pull_requests import QueueTarget
+from keepgreen.bootstrap import bootstrap
+from keepgreen.core.enums import PrState
+from keepgreen.settings import Settings
+from tests.cli.conftest import REPO_ARG, free_port
+from tests.conftest import REPO, REPO_JSON
+from tests.support.gitrepo import GitRepo
+
+pytestmark = pytest.mark.slow
+
+COMMAND_TIMEOUT_SECONDS = 60
+START_TIMEOUT_SECONDS = 30.0
+STOP_TIMEOUT_SECONDS = 10.0
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a fresh install: a data dir, and no database URL, URL or token."""
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("KEEPGREEN_") or name == "KEEPGREEN_TEST_DATABASE_URL"
+    }
+    environment["KEEPGREEN_DATA_DIR"] = str(tmp_path / "data")
+    return environment
+
+
+def keepgreen(
+    *args: str, env: dict[str, str], cwd: Path, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """`python -m keepgreen ARGS` to completion."""
+    result = subprocess.run(
+        [sys.executable, "-m", "keepgreen", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=COMMAND_TIMEOUT_SECONDS,
+        check=False,
+    )
+    if check:
+        assert result.returncode == 0, (
+            f"keepgreen {' '.join(args)} exited {result.returncode}\n"
+            f"stdout: {result.stdout}\nstderr: {result.stderr}"
+        )
+    return result
+
+
+class Served:
+    """A `keepgreen serve` process on a free port, logging to a file."""
+
+    def __init__(self, *, env: dict[str, str], cwd: Path, log: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.log = log
+        with log.open("w") as log_file:
+            # --no-worker: this test checks what the API alone does (a PR waits in `pending`);
+            # a worker would move the PR on while the test looks at it.
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "keepgreen", "serve", "--port", str(self.port),
+                 "--no-worker"],
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=cwd,
+            )  # fmt: skip
+
+    def wait_until_answering(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"keepgreen serve exited {self.process.returncode}:\n{self.output}")
+            try:
+                httpx.get(f"{self.url}/openapi.json", timeout=1.0)
+            except httpx.TransportError:
+                time.sleep(0.1)
+            else:
+                return
+        pytest.fail(f"keepgreen serve did not answer in {START_TIMEOUT_SECONDS} s:\n{self.output}")
+
+    def stop(self) -> int:
+        """SIGTERM, then SIGKILL if it lingers; the exit code."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=STOP_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        return self.process.wait()
+
+    @property
+    def output(self) -> str:
+        return self.log.read_text()
+
+
+@pytest.fixture
+def serve(env: dict[str, str], workdir: Path, tmp_path: Path) -> Iterator[Callable[[], Served]]:
+    """Starts `keepgreen serve` when called; whatever was started is stopped at teardown."""
+    started: list[Served] = []
+
+    def start() -> Served:
+        served = Served(env=env, cwd=workdir, log=tmp_path / f"serve-{len(started)}.log")
+        started.append(served)
+        served.wait_until_answering()
+        return served
+
+    yield start
+    for served in started:
+        served.stop()
+
+
+def test_token_repo_serve_submit_and_status(
+    env: dict[str, str], workdir: Path, tmp_path: Path, serve: Callable[[], Served]
+) -> None:
+    created = keepgreen("token", "create", "--org", "acme", env=env, cwd=workdir)
+    token = created.stdout.splitlines()[-1]
+    assert token == token.strip()
+    assert len(token) >= 20
+    assert " " not in token
+    assert token not in created.stderr
+
+    git_repo = GitRepo(tmp_path / "widgets")
+    sha_1 = git_repo.open_pr(1, {"a.txt": "a\n"}, title="Add a", author="Grace")
+    sha_2 = git_repo.open_pr(2, {"b.txt": "b\n"}, title="Add b", author="Ada")
+    repo_args = ("--host", "github.com", "--owner", "acme", "--name", "widgets")
+    added = keepgreen(
+        "repo", "add", "--org", "acme", *repo_args, "--git-url", str(git_repo.path),
+        env=env, cwd=workdir,
+    )  # fmt: skip
+    assert "github.com/acme/widgets" in added.stdout
+
+    served = serve()
+    url = served.url
+    headers = {"x-api-token": token}
+
+    def post(verb: str, **fields: object) -> httpx.Response:
+        body = {"repo": REPO_JSON, "targetBranch": "main", **fields}
+        return httpx.post(f"{url}/{verb}", json=body, headers=headers, timeout=30)
+
+    assert post("getQueue").status_code == 404
+    created_queue = post("createQueue")
+    assert (created_queue.status_code, created_queue.json()) == (200, {})
+    submitted = post("submitPullRequest", pr={"number": 1})
+    assert (submitted.status_code, submitted.json()) == (200, {})
+
+    queue = post("getQueue").json()
+    assert [
+        (pr["prNumber"], pr["state"], pr["prSha"], pr["prTitle"], pr["prAuthor"])
+        for pr in queue["enqueuedPullRequests"]
+    ] == [(1, "pending", sha_1, "Add a", "Grace")]
+    pr_1 = post("getSubmittedPullRequest", pr={"number": 1}).json()
+    assert (pr_1["state"], pr_1["prSha"], pr_1["isCurrentlySubmittedToQueue"]) == (
+        "pending",
+        sha_1,
+        True,
+    )
+
+    # The CLI client against the served API, as separate processes.
+    client_env = {**env, "KEEPGREEN_URL": url, "KEEPGREEN_TOKEN": token}
+    cli_submit = keepgreen("submit", "2", "--repo", REPO_ARG, "--priority", "high",
+                           env=client_env, cwd=workdir)  # fmt: skip
+    assert cli_submit.stdout == "Submitted #2 to the main queue of github.com/acme/widgets.\n"
+    status = json.loads(
+        keepgreen("status", "2", "--repo", REPO_ARG, "--json", env=client_env, cwd=workdir).stdout
+    )
+    assert status == post("getSubmittedPullRequest", pr={"number": 2}).json()
+    assert (status["state"], status["priorityName"], status["prAuthor"]) == (
+        "pending",
+        "high",
+        "Ada",
+    )
+    assert [pr["prNumber"] for pr in post("getQueue").json()["enqueuedPullRequests"]] == [2, 1]
+
+    unknown = keepgreen("status", "9", "--repo", REPO_ARG, env=client_env, cwd=workdir, check=False)
+    message = post("getSubmittedPullRequest", pr={"number": 9}).json()["error"]["message"]
+    assert (unknown.returncode, unknown.stdout, unknown.stderr) == (1, "", f"error: {message}\n")
+
+    # Stopped, the server leaves everything in the SQLite file under the data dir.
+    # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal to exit by it.
+    assert served.stop() in (0, -signal.SIGTERM), served.output
+    assert "Application shutdown complete" in served.output
+    database = tmp_path / "data" / "keepgreen.db"
+    assert database.is_file()
+    assert f"on sqlite:///{database}" in served.output
+    assert not (workdir / "keepgreen-data").exists()  # KEEPGREEN_DATA_DIR, not the default
+    container = bootstrap(Settings(data_dir=tmp_path / "data", database_url=None))
+    try:
+        org_id = container.admin.authenticate(token)
+        assert org_id is not None
+        entry = container.pull_requests.get(QueueTarget(org_id, REPO, "main"), 2)
+    finally:
+        container.close()
+    assert (entry.state, entry.priority.name, entry.head_sha) == (PrState.PENDING, "high", sha_2)

@@ -1,0 +1,619 @@
+"""createQueue, updateQueue, getQueue and deleteQueue through the HTTP API (trunk-v1-api.md
+§2.7-§2.10 and §5), on a real database and a real git repository.
+"""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO_JSON, Api
+from tests.support.gitrepo import GitRepo
+
+# The required fields of the updateQueue response (trunk-v1-api.md §2.8); getQueue adds the PRs.
+CONFIG_KEYS = {
+    "state",
+    "branch",
+    "concurrency",
+    "testingTimeoutMinutes",
+    "mode",
+    "canOptimisticallyMerge",
+    "pendingFailureDepth",
+    "batch",
+    "batchingMaxWaitTimeMinutes",
+    "batchingMinSize",
+    "createPrsForTestingBranches",
+    "commentsEnabled",
+    "commandsEnabled",
+    "statusCheckEnabled",
+    "bisectionConcurrency",
+    "requiredStatuses",
+    "directMergeMode",
+    "optimizationMode",
+    "mergeMethod",
+}
+ENQUEUED_KEYS = {
+    "id",
+    "state",
+    "stateChangedAt",
+    "priorityValue",
+    "priorityName",
+    "usedDefaultPriorityName",
+    "skipTheLine",
+    "noBatch",
+    "prNumber",
+    "prTitle",
+    "prSha",
+    "prBaseBranch",
+    "prAuthor",
+}
+ISO_MILLIS_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+def get_queue(api: Api, branch: str = "main") -> dict[str, Any]:
+    response = api.post("getQueue", targetBranch=branch)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def update(api: Api, **fields: object) -> dict[str, Any]:
+    response = api.post("updateQueue", targetBranch="main", **fields)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def submit(api: Api, number: int, **fields: object) -> None:
+    response = api.post("submitPullRequest", targetBranch="main", pr={"number": number}, **fields)
+    assert response.status_code == 200, response.text
+
+
+def open_and_submit(api: Api, repo: GitRepo, number: int, **fields: object) -> str:
+    sha = repo.open_pr(number, {f"pr{number}.txt": f"{number}\n"})
+    submit(api, number, **fields)
+    return sha
+
+
+def enqueued_numbers(api: Api) -> list[int]:
+    return [pr["prNumber"] for pr in get_queue(api)["enqueuedPullRequests"]]
+
+
+def submitted_state(api: Api, number: int) -> str:
+    response = api.post("getSubmittedPullRequest", targetBranch="main", pr={"number": number})
+    assert response.status_code == 200, response.text
+    state: str = response.json()["state"]
+    return state
+
+
+def assert_error(response: Any, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body: dict[str, Any] = response.json()
+    assert set(body) == {"error"}
+    assert body["error"]["code"] == code
+    assert isinstance(body["error"]["message"], str)
+    assert body["error"]["message"]
+    return body
+
+
+# -- createQueue ---------------------------------------------------------------------------------
+
+
+def test_create_queue_answers_empty_object(api: Api) -> None:
+    response = api.post("createQueue", targetBranch="main")
+    assert response.status_code == 200
+    assert response.json() == {}
+
+
+def test_create_queue_defaults_to_running_single_with_concurrency_one(queue: Api) -> None:
+    body = get_queue(queue)
+    assert (body["state"], body["mode"], body["concurrency"]) == ("running", "single", 1)
+    assert body["branch"] == "main"
+    assert body["enqueuedPullRequests"] == []
+
+
+def test_create_queue_takes_mode_and_concurrency(api: Api) -> None:
+    response = api.post("createQueue", targetBranch="main", mode="parallel", concurrency=7)
+    assert response.status_code == 200, response.text
+    body = get_queue(api)
+    assert (body["state"], body["mode"], body["concurrency"]) == ("running", "parallel", 7)
+
+
+def test_create_queue_takes_mode_in_any_case(api: Api) -> None:
+    assert api.post("createQueue", targetBranch="main", mode="PaRaLLeL").status_code == 200
+    assert get_queue(api)["mode"] == "parallel"
+
+
+def test_create_queue_twice_is_409_queue_exists(queue: Api) -> None:
+    response = queue.post("createQueue", targetBranch="main", concurrency=3)
+    body = assert_error(response, 409, "queue_exists")
+    assert '"main"' in body["error"]["message"]
+    assert get_queue(queue)["concurrency"] == 1  # the first queue is untouched
+
+
+def test_queues_of_two_branches_are_independent(queue: Api) -> None:
+    assert queue.post("createQueue", targetBranch="release/1.0", concurrency=2).status_code == 200
+    update(queue, concurrency=5)
+    assert get_queue(queue, "release/1.0")["concurrency"] == 2
+    assert get_queue(queue, "release/1.0")["branch"] == "release/1.0"
+    assert get_queue(queue)["concurrency"] == 5
+
+
+def test_create_queue_for_unknown_repo_is_404(api: Api) -> None:
+    response = api.post(
+        "createQueue", targetBranch="main", repo={**REPO_JSON, "name": "no-such-repo"}
+    )
+    assert_error(response, 404, "repository_not_found")
+
+
+@pytest.mark.parametrize(
+    "branch", ["a..b", "", "-main", "main.lock", "with space", "ends/", "x~1", "a//b", "@", ".hid"]
+)
+def test_create_queue_refuses_a_bad_target_branch(api: Api, branch: str) -> None:
+    response = api.post("createQueue", targetBranch=branch)
+    assert response.status_code == 400, response.text
+    assert "targetBranch" in response.json()["error"]["message"]
+    assert api.post("getQueue", targetBranch=branch).status_code in (400, 404)
+
+
+def test_create_queue_ignores_settings_it_does_not_take(api: Api) -> None:
+    response = api.post("createQueue", targetBranch="main", batch=True, state="paused")
+    assert response.status_code == 200, response.text
+    body = get_queue(api)
+    assert (body["batch"], body["state"]) == (False, "running")
+
+
+# -- updateQueue ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("state", "paused"),
+        ("state", "draining"),
+        ("mode", "parallel"),
+        ("concurrency", 12),
+        ("bisectionConcurrency", 3),
+        ("testingTimeoutMinutes", 45),
+        ("testingTimeoutMinutes", 0),
+        ("pendingFailureDepth", 2),
+        ("canOptimisticallyMerge", True),
+        ("batch", True),
+        ("batchingMaxWaitTimeMinutes", 15),
+        ("batchingMinSize", 6),
+        ("createPrsForTestingBranches", True),
+        ("commentsEnabled", True),
+        ("commandsEnabled", True),
+        ("statusCheckEnabled", True),
+        ("directMergeMode", "always"),
+        ("optimizationMode", "bisection_skip_redundant_tests"),
+        ("mergeMethod", "merge_commit"),
+        ("mergeMethod", "rebase"),
+        ("requiredStatuses", ["ci/build", "ci/test"]),
+    ],
+)
+def test_update_queue_sets_a_field_and_changes_nothing_else(
+    queue: Api, field: str, value: object
+) -> None:
+    before = get_queue(queue)
+    assert before[field] != value  # the update is a real change
+    answered = update(queue, **{field: value})
+    assert answered == {**{k: before[k] for k in CONFIG_KEYS}, field: value}
+    assert get_queue(queue) == {**before, field: value}
+
+
+def test_update_queue_answers_the_whole_config_without_pull_requests(queue: Api) -> None:
+    answered = update(queue, concurrency=2)
+    assert set(answered) == CONFIG_KEYS
+    assert "enqueuedPullRequests" not in answered
+
+
+def test_update_queue_with_no_fields_changes_nothing(queue: Api) -> None:
+    before = get_queue(queue)
+    assert update(queue) == {k: before[k] for k in CONFIG_KEYS}
+    assert get_queue(queue) == before
+
+
+def test_update_queue_sets_several_fields_at_once(queue: Api) -> None:
+    answered = update(
+        queue, concurrency=4, batch=True, batchingMinSize=2, mergeMethod="merge_commit"
+    )
+    assert (answered["concurrency"], answered["batch"]) == (4, True)
+    assert (answered["batchingMinSize"], answered["mergeMethod"]) == (2, "merge_commit")
+
+
+def test_update_queue_omitted_fields_keep_earlier_updates(queue: Api) -> None:
+    update(queue, concurrency=3, requiredStatuses=["ci"], canOptimisticallyMerge=True)
+    answered = update(queue, batch=True)
+    assert answered["concurrency"] == 3
+    assert answered["requiredStatuses"] == ["ci"]
+    assert answered["canOptimisticallyMerge"] is True
+    assert answered["batch"] is True
+
+
+def test_update_queue_can_turn_flags_back_off(queue: Api) -> None:
+    update(queue, batch=True, commentsEnabled=True)
+    answered = update(queue, batch=False, commentsEnabled=False)
+    assert (answered["batch"], answered["commentsEnabled"]) == (False, False)
+
+
+def test_update_queue_accepts_pending_failure_depth_zero(queue: Api) -> None:
+    update(queue, pendingFailureDepth=3)
+    assert update(queue, pendingFailureDepth=0)["pendingFailureDepth"] == 0
+    assert get_queue(queue)["pendingFailureDepth"] == 0
+
+
+def test_update_queue_state_back_to_running(queue: Api) -> None:
+    update(queue, state="paused")
+    assert update(queue, state="running")["state"] == "running"
+
+
+@pytest.mark.parametrize("value", ["switching_modes", "SWITCHING_MODES"])
+def test_update_queue_cannot_set_switching_modes(queue: Api, value: str) -> None:
+    response = queue.post("updateQueue", targetBranch="main", state=value)
+    assert response.status_code == 400, response.text
+    assert "state" in response.json()["error"]["message"]
+    assert get_queue(queue)["state"] == "running"
+
+
+def test_required_statuses_default_to_an_empty_list(queue: Api) -> None:
+    assert get_queue(queue)["requiredStatuses"] == []
+
+
+def test_update_queue_empty_required_statuses_are_ignored(queue: Api) -> None:
+    update(queue, requiredStatuses=["ci/build"])
+    assert update(queue, requiredStatuses=[])["requiredStatuses"] == ["ci/build"]
+    assert get_queue(queue)["requiredStatuses"] == ["ci/build"]
+
+
+def test_update_queue_required_statuses_replace_the_previous_list(queue: Api) -> None:
+    update(queue, requiredStatuses=["a", "b"])
+    assert update(queue, requiredStatuses=["c"])["requiredStatuses"] == ["c"]
+
+
+def test_update_queue_delete_required_statuses_clears_them(queue: Api) -> None:
+    update(queue, requiredStatuses=["ci/build", "ci/test"])
+    assert update(queue, deleteRequiredStatuses=True)["requiredStatuses"] == []
+    assert get_queue(queue)["requiredStatuses"] == []
+
+
+def test_update_queue_delete_required_statuses_false_keeps_them(queue: Api) -> None:
+    update(queue, requiredStatuses=["ci/build"])
+    assert update(queue, deleteRequiredStatuses=False)["requiredStatuses"] == ["ci/build"]
+
+
+@pytest.mark.parametrize(
+    ("field", "sent", "answered"),
+    [
+        ("state", "PAUSED", "paused"),
+        ("state", "Draining", "draining"),
+        ("mode", "PARALLEL", "parallel"),
+        ("directMergeMode", "ALWAYS", "always"),
+        ("optimizationMode", "Bisection_Skip_Redundant_Tests", "bisection_skip_redundant_tests"),
+        ("mergeMethod", "MERGE_COMMIT", "merge_commit"),
+        ("mergeMethod", "Rebase", "rebase"),
+    ],
+)
+def test_update_queue_takes_enums_in_any_case_and_answers_lowercase(
+    queue: Api, field: str, sent: str, answered: str
+) -> None:
+    assert update(queue, **{field: sent})[field] == answered
+    assert get_queue(queue)[field] == answered
+
+
+def test_update_queue_of_unknown_queue_is_404(queue: Api) -> None:
+    response = queue.post("updateQueue", targetBranch="develop", concurrency=2)
+    assert_error(response, 404, "queue_not_found")
+
+
+def test_update_queue_of_unknown_repo_is_404(queue: Api) -> None:
+    response = queue.post(
+        "updateQueue", targetBranch="main", concurrency=2, repo={**REPO_JSON, "owner": "nobody"}
+    )
+    assert_error(response, 404, "repository_not_found")
+
+
+def test_mode_change_on_an_empty_queue_is_immediate(queue: Api) -> None:
+    answered = update(queue, mode="parallel")
+    assert (answered["state"], answered["mode"]) == ("running", "parallel")
+    assert update(queue, mode="single")["mode"] == "single"
+
+
+def test_mode_change_with_a_pending_pr_switches_modes(queue: Api, registered_repo: GitRepo) -> None:
+    open_and_submit(queue, registered_repo, 1)
+    answered = update(queue, mode="parallel")
+    assert answered["state"] == "switching_modes"
+    assert answered["mode"] == "single"  # the new mode applies once the queue has emptied
+    assert get_queue(queue)["state"] == "switching_modes"
+
+
+def test_same_mode_with_a_pending_pr_does_not_switch(queue: Api, registered_repo: GitRepo) -> None:
+    open_and_submit(queue, registered_repo, 1)
+    assert update(queue, mode="SINGLE")["state"] == "running"
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"concurrency": 4}, {"mode": "single"}, {"state": "paused"}, {"requiredStatuses": ["ci"]}],
+)
+def test_update_queue_while_switching_modes_is_409(
+    queue: Api, registered_repo: GitRepo, fields: dict[str, object]
+) -> None:
+    open_and_submit(queue, registered_repo, 1)
+    before = update(queue, mode="parallel")
+    response = queue.post("updateQueue", targetBranch="main", **fields)
+    assert_error(response, 409, "mode_change_in_progress")
+    assert {k: v for k, v in get_queue(queue).items() if k in CONFIG_KEYS} == before
+
+
+def test_mode_change_with_only_a_not_ready_pr_is_immediate(
+    queue: Api, registered_repo: GitRepo
+) -> None:
+    update(queue, state="paused")
+    open_and_submit(queue, registered_repo, 1)
+    assert submitted_state(queue, 1) == "not_ready"
+    answered = update(queue, mode="parallel")
+    assert (answered["state"], answered["mode"]) == ("paused", "parallel")
+
+
+def test_mode_change_after_the_pr_was_cancelled_is_immediate(
+    queue: Api, registered_repo: GitRepo
+) -> None:
+    open_and_submit(queue, registered_repo, 1)
+    cancel = queue.post("cancelPullRequest", targetBranch="main", pr={"number": 1})
+    assert cancel.status_code == 200, cancel.text
+    answered = update(queue, mode="parallel")
+    assert (answered["state"], answered["mode"]) == ("running", "parallel")
+
+
+# -- getQueue ------------------------------------------------------------------------------------
+
+
+def test_get_queue_has_exactly_the_config_and_the_pull_requests(queue: Api) -> None:
+    assert set(get_queue(queue)) == CONFIG_KEYS | {"enqueuedPullRequests"}
+
+
+def test_get_queue_default_config(queue: Api) -> None:
+    body = get_queue(queue)
+    assert body["bisectionConcurrency"] >= 1
+    assert body["testingTimeoutMinutes"] >= 1
+    assert body["pendingFailureDepth"] == 0
+    assert body["canOptimisticallyMerge"] is False
+    assert body["batch"] is False
+    assert body["directMergeMode"] == "off"
+    assert body["optimizationMode"] == "off"
+    assert body["mergeMethod"] in {"squash", "merge_commit", "rebase"}
+
+
+def test_get_queue_describes_an_enqueued_pull_request(queue: Api, registered_repo: GitRepo) -> None:
+    sha = registered_repo.open_pr(4, {"x.txt": "x\n"}, title="Add x", author="Grace Hopper")
+    submit(queue, 4)
+    [pr] = get_queue(queue)["enqueuedPullRequests"]
+    assert set(pr) == ENQUEUED_KEYS
+    assert pr["prNumber"] == 4
+    assert pr["prSha"] == sha
+    assert pr["prTitle"] == "Add x"
+    assert pr["prAuthor"] == "Grace Hopper"
+    assert pr["prBaseBranch"] == "main"
+    assert pr["state"] == "pending"
+    assert (pr["priorityName"], pr["priorityValue"]) == ("medium", 100)
+    assert pr["usedDefaultPriorityName"] == "medium"
+    assert (pr["skipTheLine"], pr["noBatch"]) == (False, False)
+    assert ISO_MILLIS_Z.match(pr["stateChangedAt"])
+    assert pr["id"]
+
+
+def test_get_queue_lists_pull_requests_in_submission_order(
+    queue: Api, registered_repo: GitRepo
+) -> None:
+    for number in (7, 3, 5):
+        open_and_submit(queue, registered_repo, number)
+    assert enqueued_numbers(queue) == [7, 3, 5]
+
+
+def test_get_queue_orders_pending_pull_requests_by_priority(
+    queue: Api, registered_repo: GitRepo
+) -> None:
+    open_and_submit(queue, registered_repo, 1)  # medium (100)
+    open_and_submit(queue, registered_repo, 2, priority="low")  # 200
+    open_and_submit(queue, registered_repo, 3, priority="high")  # 10
+    open_and_submit(queue, registered_repo, 4, priority=150)
+    open_and_submit(queue, registered_repo, 5, priority="urgent")  # 0
+    open_and_submit(queue, registered_repo, 6)  # medium, after 1
+    assert enqueued_numbers(queue) == [5, 3, 1, 6, 4, 2]
+
+
+def test_get_queue_priority_ties_keep_submission_order(
+    queue: Api, registered_repo: GitRepo
+) -> None:
+    for number in (9, 2, 8):
+        open_and_submit(queue, registered_repo, number, priority="high")
+    open_and_submit(queue, registered_repo, 1, priority=10)
+    assert enqueued_numbers(queue) == [9, 2, 8, 1]
+
+
+def test_resubmitting_with_a_higher_priority_moves_a_pull_request_up(
+    queue: Api, registered_repo: GitRepo
+) -> None:
+    for number in (1, 2, 3):
+        open_and_submit(queue, registered_repo, number)
+    submit(queue, 3, priority="high")
+    assert enqueued_numbers(queue) == [3, 1, 2]
+    [first, *_] = get_queue(queue)["enqueuedPullRequests"]
+    assert (first["priorityName"], first["priorityValue"]) == ("high", 10)
+
+
+def test_get_queue_leaves_out_a_pull_request_that_conflicts_with_main(
+    queue: Api, registered_repo: GitRepo
+) -> None:
+    registered_repo.open_pr(1, {"README.md": "from the PR\n"})
+    registered_repo.commit({"README.md": "from main\n"}, "change README on main")
+    open_and_submit(queue, registered_repo, 2)
+    submit(queue, 1)
+    assert submitted_state(queue, 1) == "not_ready"
+    assert enqueued_numbers(queue) == [2]
+
+
+def test_get_queue_leaves_out_pull_requests_submitted_while_paused(
+    queue: Api, registered_repo: GitRepo
+) -> None:
+    open_and_submit(queue, registered_repo, 1)
+    update(queue, state="paused")
+    open_and_submit(queue, registered_repo, 2)
+    assert submitted_state(queue, 2) == "not_ready"
+    body = get_queue(queue)
+    assert body["state"] == "paused"
+    assert [pr["prNumber"] for pr in body["enqueuedPullRequests"]] == [1]
+
+
+def test_get_queue_leaves_out_cancelled_pull_requests(queue: Api, registered_repo: GitRepo) -> None:
+    open_and_submit(queue, registered_repo, 1)
+    open_and_submit(queue, registered_repo, 2)
+    assert queue.post("cancelPullRequest", targetBranch="main", pr={"number": 1}).status_code == 200
+    assert enqueued_numbers(queue) == [2]
+
+
+def test_get_queue_only_lists_its_own_branch(queue: Api, registered_repo: GitRepo) -> None:
+    open_and_submit(queue, registered_repo, 1)
+    assert queue.post("createQueue", targetBranch="release").status_code == 200
+    assert get_queue(queue, "release")["enqueuedPullRequests"] == []
+
+
+def test_get_queue_of_unknown_queue_is_404(queue: Api) -> None:
+    assert_error(queue.post("getQueue", targetBranch="develop"), 404, "queue_not_found")
+
+
+def test_get_queue_of_unknown_repo_is_404(queue: Api) -> None:
+    response = queue.post("getQueue", targetBranch="main", repo={**REPO_JSON, "host": "gitlab.com"})
+    assert_error(response, 404, "repository_not_found")
+
+
+# -- deleteQueue ---------------------------------------------------------------------------------
+
+
+def test_delete_an_empty_queue(queue: Api) -> None:
+    response = queue.post("deleteQueue", targetBranch="main")
+    assert response.status_code == 200, response.text
+    assert response.json() == {}
+    assert_error(queue.post("getQueue", targetBranch="main"), 404, "queue_not_found")
+
+
+def test_a_deleted_queue_can_be_created_again_with_defaults(queue: Api) -> None:
+    update(queue, concurrency=9, batch=True)
+    assert queue.post("deleteQueue", targetBranch="main").status_code == 200
+    assert queue.post("createQueue", targetBranch="main").status_code == 200
+    body = get_queue(queue)
+    assert (body["concurrency"], body["batch"]) == (1, False)
+
+
+def test_delete_queue_with_a_pending_pr_is_409(queue: Api, registered_repo: GitRepo) -> None:
+    open_and_submit(queue, registered_repo, 1)
+    body = assert_error(queue.post("deleteQueue", targetBranch="main"), 409, "queue_not_empty")
+    assert "#1" in body["error"]["message"]
+    assert enqueued_numbers(queue) == [1]
+
+
+def test_delete_queue_with_a_not_ready_pr_is_409(queue: Api, registered_repo: GitRepo) -> None:
+    update(queue, state="paused")
+    open_and_submit(queue, registered_repo, 1)
+    assert submitted_state(queue, 1) == "not_ready"
+    assert_error(queue.post("deleteQueue", targetBranch="main"), 409, "queue_not_empty")
+    assert get_queue(queue)["state"] == "paused"
+
+
+def test_delete_queue_once_its_pr_is_cancelled(queue: Api, registered_repo: GitRepo) -> None:
+    open_and_submit(queue, registered_repo, 1)
+    assert queue.post("cancelPullRequest", targetBranch="main", pr={"number": 1}).status_code == 200
+    response = queue.post("deleteQueue", targetBranch="main")
+    assert response.status_code == 200, response.text
+    assert response.json() == {}
+    assert queue.post("getQueue", targetBranch="main").status_code == 404
+
+
+def test_deleting_a_queue_forgets_its_pull_requests(queue: Api, registered_repo: GitRepo) -> None:
+    open_and_submit(queue, registered_repo, 1)
+    assert queue.post("cancelPullRequest", targetBranch="main", pr={"number": 1}).status_code == 200
+    assert queue.post("deleteQueue", targetBranch="main").status_code == 200
+    assert queue.post("createQueue", targetBranch="main").status_code == 200
+    response = queue.post("getSubmittedPullRequest", targetBranch="main", pr={"number": 1})
+    assert_error(response, 404, "pull_request_not_found")
+    submit(queue, 1)
+    assert enqueued_numbers(queue) == [1]
+
+
+def test_delete_queue_leaves_other_branches(queue: Api) -> None:
+    assert queue.post("createQueue", targetBranch="release").status_code == 200
+    assert queue.post("deleteQueue", targetBranch="release").status_code == 200
+    assert get_queue(queue)["branch"] == "main"
+
+
+def test_delete_unknown_queue_is_404(queue: Api) -> None:
+    assert_error(queue.post("deleteQueue", targetBranch="develop"), 404, "queue_not_found")
+
+
+def test_delete_queue_twice_is_404_the_second_time(queue: Api) -> None:
+    assert queue.post("deleteQueue", targetBranch="main").status_code == 200
+    assert_error(queue.post("deleteQueue", targetBranch="main"), 404, "queue_not_found")
+
+
+# -- bounds --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "field", ["concurrency", "bisectionConcurrency", "pendingFailureDepth", "batchingMinSize"]
+)
+def test_update_queue_takes_a_thousand_but_not_more(queue: Api, field: str) -> None:
+    assert update(queue, **{field: 1000})[field] == 1000
+    response = queue.post("updateQueue", targetBranch="main", **{field: 1001})
+    assert response.status_code == 400, response.text
+    assert field in response.json()["error"]["message"]
+    assert get_queue(queue)[field] == 1000
+
+
+def test_update_queue_takes_up_to_100_required_statuses(queue: Api) -> None:
+    names = [f"ci/{i}" for i in range(101)]
+    assert update(queue, requiredStatuses=names[:100])["requiredStatuses"] == names[:100]
+    response = queue.post("updateQueue", targetBranch="main", requiredStatuses=names)
+    assert response.status_code == 400, response.text
+    assert "requiredStatuses" in response.json()["error"]["message"]
+
+
+def test_create_queue_takes_concurrency_up_to_a_thousand(api: Api) -> None:
+    response = api.post("createQueue", targetBranch="main", concurrency=1001)
+    assert response.status_code == 400, response.text
+    assert api.post("createQueue", targetBranch="main", concurrency=1000).status_code == 200
+    assert get_queue(api)["concurrency"] == 1000
+
+
+# -- concurrent requests -------------------------------------------------------------------------
+
+
+def test_concurrent_creates_of_one_queue_make_one_queue(api: Api) -> None:
+    with ThreadPoolExecutor(8) as pool:
+        responses = list(pool.map(lambda _: api.post("createQueue", targetBranch="main"), range(8)))
+    assert sorted(r.status_code for r in responses) == [200] + [409] * 7
+    codes = {r.json()["error"]["code"] for r in responses if r.status_code == 409}
+    assert codes <= {"queue_exists", "concurrent_write"}
+    assert get_queue(api)["enqueuedPullRequests"] == []
+
+
+def test_concurrent_updates_all_apply(queue: Api) -> None:
+    with ThreadPoolExecutor(8) as pool:
+        responses = list(
+            pool.map(
+                lambda n: queue.post("updateQueue", targetBranch="main", concurrency=n), range(1, 9)
+            )
+        )
+    assert [r.status_code for r in responses] == [200] * 8
+    assert get_queue(queue)["concurrency"] in range(1, 9)
+
+
+def test_concurrent_deletes_delete_once(queue: Api) -> None:
+    with ThreadPoolExecutor(8) as pool:
+        responses = list(
+            pool.map(lambda _: queue.post("deleteQueue", targetBranch="main"), range(8))
+        )
+    assert sorted(r.status_code for r in responses) == [200] + [404] * 7
