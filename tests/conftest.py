@@ -10,7 +10,6 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -22,10 +21,10 @@ from sqlalchemy.engine import make_url
 from keepgreen.adapters.db.engine import make_engine, migrate
 from keepgreen.adapters.db.tables import Base
 from keepgreen.bootstrap import Container, bootstrap
-from keepgreen.core.model import RepoRef
 from keepgreen.settings import Settings
 from keepgreen.web.app import create_app
 from tests.support.gitrepo import GitRepo
+from tests.support.wire import REPO, REPO_JSON, Api
 
 PG_URL = os.environ.get("KEEPGREEN_TEST_DATABASE_URL")
 BACKENDS = ["sqlite", *(["postgresql"] if PG_URL else [])]
@@ -126,23 +125,6 @@ def other_token(container: Container) -> str:
 @pytest.fixture
 def git_repo(tmp_path: Path) -> GitRepo:
     return GitRepo(tmp_path / "widgets")
-
-
-@dataclass(frozen=True)
-class Api:
-    """A client bound to a token, posting to /v1 with the repo reference filled in."""
-
-    client: TestClient
-    token: str
-    repo: dict[str, str]
-
-    def post(self, verb: str, body: dict[str, object] | None = None, **fields: object):  # type: ignore[no-untyped-def]
-        payload: dict[str, object] = {"repo": self.repo, **(body or {}), **fields}
-        return self.client.post(f"/v1/{verb}", json=payload, headers={"x-api-token": self.token})
-
-
-REPO = RepoRef("github.com", "acme", "widgets")
-REPO_JSON = {"host": REPO.host, "owner": REPO.owner, "name": REPO.name}
 
 
 @pytest.fixture

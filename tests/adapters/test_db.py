@@ -13,32 +13,12 @@ from keepgreen.adapters.db.engine import make_engine
 from keepgreen.adapters.db.tables import Base
 from keepgreen.app.errors import Conflict
 from keepgreen.bootstrap import Container
-from keepgreen.core.enums import (
-    CommitState,
-    Mergeability,
-    PrState,
-    QueueMode,
-    QueueState,
-    StateReason,
-    TestRunKind,
-    TestRunStatus,
-)
-from keepgreen.core.ids import OrgId, PullRequestId, QueueId, TestRunId
-from keepgreen.core.model import (
-    CommitStatus,
-    ImpactedTargets,
-    Queue,
-    QueueConfig,
-    QueueEntry,
-    Readiness,
-    Repository,
-    StateChange,
-    TestRun,
-)
-from keepgreen.core.priority import DEFAULT_PRIORITY
-from tests.conftest import REPO, FakeClock
-
-T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+from keepgreen.core.enums import CommitState, PrState, StateReason, TestRunKind, TestRunStatus
+from keepgreen.core.ids import OrgId, PullRequestId, TestRunId
+from keepgreen.core.model import CommitStatus, ImpactedTargets, Queue, QueueConfig, Repository
+from tests.conftest import FakeClock
+from tests.support.builders import T0, make_change, make_entry, make_queue, make_run
+from tests.support.wire import REPO
 
 
 def test_migrations_produce_exactly_the_models(database_url: str) -> None:
@@ -58,49 +38,15 @@ def repository(container: Container) -> Repository:
 
 @pytest.fixture
 def queue(container: Container, repository: Repository) -> Queue:
-    made = Queue(
-        id=QueueId("00000000-0000-0000-0000-000000000a01"),
+    """acme's `main` queue, stored; the builders' default queue, so `make_entry()` is in it."""
+    made = make_queue(
         repository_id=repository.id,
-        branch="main",
-        state=QueueState.RUNNING,
-        mode=QueueMode.SINGLE,
         config=QueueConfig(required_statuses=("ci/build", "ci/lint")),
-        created_at=T0,
-        updated_at=T0,
     )
     with container.unit_of_work() as uow:
         uow.queues.add(made)
         uow.commit()
     return made
-
-
-def entry(
-    queue: Queue, number: int, *, position: int, state: PrState = PrState.PENDING
-) -> QueueEntry:
-    return QueueEntry(
-        id=PullRequestId(f"00000000-0000-0000-0000-{number:012d}"),
-        queue_id=queue.id,
-        number=number,
-        state=state,
-        state_changed_at=T0,
-        state_reason=StateReason.READY,
-        priority=DEFAULT_PRIORITY,
-        no_batch=False,
-        head_sha=f"{number:040x}",
-        title=f"PR {number}",
-        author="ada",
-        base_branch="main",
-        readiness=Readiness(
-            does_base_branch_match=True,
-            mergeability=Mergeability.MERGEABLE,
-            requires_impacted_targets=False,
-            has_impacted_targets=False,
-        ),
-        is_submitted=True,
-        force_enqueued=False,
-        position=position,
-        submitted_at=T0,
-    )
 
 
 def test_a_queue_round_trips_with_its_whole_configuration(
@@ -137,17 +83,17 @@ def test_positions_are_a_strict_sequence_per_queue(container: Container, queue: 
 
 def test_leaving_without_commit_rolls_back(container: Container, queue: Queue) -> None:
     with container.unit_of_work() as uow:
-        uow.entries.add(entry(queue, 1, position=1))
+        uow.entries.add(make_entry(number=1))
     with container.unit_of_work() as uow:
         assert uow.entries.find(queue.id, 1) is None
 
 
 def test_a_duplicate_entry_is_a_conflict_not_a_crash(container: Container, queue: Queue) -> None:
     with container.unit_of_work() as uow:
-        uow.entries.add(entry(queue, 1, position=1))
+        uow.entries.add(make_entry(number=1))
         uow.commit()
-    duplicate = replace(
-        entry(queue, 1, position=2), id=PullRequestId("ffffffff-0000-0000-0000-000000000001")
+    duplicate = make_entry(
+        number=1, position=2, id=PullRequestId("ffffffff-0000-0000-0000-000000000001")
     )
     with pytest.raises(Conflict) as raised:  # noqa: PT012, SIM117 (the unit of work is the subject)
         with container.unit_of_work() as uow:
@@ -159,7 +105,7 @@ def test_a_duplicate_entry_is_a_conflict_not_a_crash(container: Container, queue
 def test_pages_walk_every_entry_once_in_position_order(container: Container, queue: Queue) -> None:
     with container.unit_of_work() as uow:
         for number in range(1, 8):
-            uow.entries.add(entry(queue, number, position=8 - number))
+            uow.entries.add(make_entry(number=number, position=8 - number))
         uow.commit()
     seen: list[int] = []
     cursor = None
@@ -204,19 +150,17 @@ def test_impacted_targets_keep_the_last_upload_per_head(container: Container, qu
 
 
 def test_a_test_run_keeps_its_members_in_order(container: Container, queue: Queue) -> None:
-    entries = [entry(queue, n, position=n) for n in (1, 2, 3)]
-    run = TestRun(
+    entries = [make_entry(number=n) for n in (1, 2, 3)]
+    run = make_run(
         id=TestRunId("11111111-2222-3333-4444-555555555555"),
         queue_id=queue.id,
         kind=TestRunKind.BISECTION,
         status=TestRunStatus.IN_PROGRESS,
         branch="keepgreen-merge/pr-2/11111111-2222-3333-4444-555555555555",
-        base_sha="0" * 40,
         sha="f" * 40,
         tested_prs=(entries[2].id, entries[1].id),
         dependent_prs=(entries[0].id,),
         required_statuses=("ci/build",),
-        created_at=T0,
     )
     with container.unit_of_work() as uow:
         for e in entries:
@@ -238,14 +182,12 @@ def test_a_test_run_keeps_its_members_in_order(container: Container, queue: Queu
 def test_history_since_returns_whole_histories_of_recent_entries(
     container: Container, queue: Queue
 ) -> None:
-    old, recent = entry(queue, 1, position=1), entry(queue, 2, position=2)
+    old, recent = make_entry(number=1), make_entry(number=2)
     with container.unit_of_work() as uow:
         uow.entries.add(old)
         uow.entries.add(recent)
         for e, at in ((old, T0), (recent, T0), (recent, T0 + timedelta(hours=2))):
-            uow.history.add(
-                StateChange(e.id, queue.id, None, PrState.PENDING, StateReason.READY, at)
-            )
+            uow.history.add(make_change(pull_request_id=e.id, to_state=PrState.PENDING, at=at))
         uow.commit()
     with container.unit_of_work() as uow:
         changes = uow.history.list_since([queue.id], T0 + timedelta(hours=1))
@@ -256,11 +198,13 @@ def test_history_since_returns_whole_histories_of_recent_entries(
 
 
 def test_deleting_a_queue_removes_everything_under_it(container: Container, queue: Queue) -> None:
-    e = entry(queue, 1, position=1, state=PrState.MERGED)
+    e = make_entry(number=1, state=PrState.MERGED)
     with container.unit_of_work() as uow:
         uow.entries.add(e)
         uow.history.add(
-            StateChange(e.id, queue.id, None, PrState.MERGED, StateReason.MERGED_BY_QUEUE, T0)
+            make_change(
+                pull_request_id=e.id, to_state=PrState.MERGED, reason=StateReason.MERGED_BY_QUEUE
+            )
         )
         uow.impacted_targets.upsert(ImpactedTargets(queue.id, 1, "ab" * 20, ("a",), T0))
         uow.commit()

@@ -3,52 +3,23 @@
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keepgreen.core.enums import Mergeability, PrState, StateReason, TestRunKind
-from keepgreen.core.ids import PullRequestId, QueueId, TestRunId
+from keepgreen.core.enums import PrState, StateReason, TestRunKind
+from keepgreen.core.ids import PullRequestId, TestRunId
 from keepgreen.core.metrics import BUCKETS, Histogram, QueueMetrics, queue_metrics
-from keepgreen.core.model import QueueEntry, Readiness, StateChange
-from keepgreen.core.priority import DEFAULT_PRIORITY
+from keepgreen.core.model import QueueEntry, StateChange
+from tests.support.builders import T0, entry_id, make_change, make_entry
 
-T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
-QUEUE = QueueId("q")
 LABELS = ["60", "300", "600", "900", "1800", "3600", "5400", "7200", "+Inf"]
 
 
 def minutes(n: float) -> datetime:
     return T0 + timedelta(minutes=n)
-
-
-def entry(number: int, state: PrState, *, is_submitted: bool = True) -> QueueEntry:
-    return QueueEntry(
-        id=PullRequestId(f"pr-{number}"),
-        queue_id=QUEUE,
-        number=number,
-        state=state,
-        state_changed_at=T0,
-        state_reason=StateReason.SUBMITTED,
-        priority=DEFAULT_PRIORITY,
-        no_batch=False,
-        head_sha="ab" * 20,
-        title=f"PR {number}",
-        author="ada",
-        base_branch="main",
-        readiness=Readiness(
-            does_base_branch_match=True,
-            mergeability=Mergeability.MERGEABLE,
-            requires_impacted_targets=False,
-            has_impacted_targets=False,
-        ),
-        is_submitted=is_submitted,
-        force_enqueued=False,
-        position=number,
-        submitted_at=T0,
-    )
 
 
 def history(number: int, *steps: tuple[float, PrState, StateReason]) -> list[StateChange]:
@@ -57,8 +28,12 @@ def history(number: int, *steps: tuple[float, PrState, StateReason]) -> list[Sta
     previous: PrState | None = None
     for minute, state, reason in steps:
         changes.append(
-            StateChange(
-                PullRequestId(f"pr-{number}"), QUEUE, previous, state, reason, minutes(minute)
+            make_change(
+                number=number,
+                from_state=previous,
+                to_state=state,
+                reason=reason,
+                at=minutes(minute),
             )
         )
         previous = state
@@ -164,14 +139,14 @@ def test_cumulative_counts_are_monotone_and_end_at_count(observations: list[floa
 
 def test_depth_counts_admitted_entries_and_awaiting_counts_not_ready() -> None:
     entries = (
-        entry(1, PrState.PENDING),
-        entry(2, PrState.TESTING),
-        entry(3, PrState.TESTS_PASSED),
-        entry(4, PrState.PENDING_FAILURE),
-        entry(5, PrState.NOT_READY),
-        entry(6, PrState.NOT_READY),
-        entry(7, PrState.MERGED),
-        entry(8, PrState.CANCELLED),
+        make_entry(number=1, state=PrState.PENDING),
+        make_entry(number=2, state=PrState.TESTING),
+        make_entry(number=3, state=PrState.TESTS_PASSED),
+        make_entry(number=4, state=PrState.PENDING_FAILURE),
+        make_entry(number=5, state=PrState.NOT_READY),
+        make_entry(number=6, state=PrState.NOT_READY),
+        make_entry(number=7, state=PrState.MERGED),
+        make_entry(number=8, state=PrState.CANCELLED),
     )
     main, bisection = compute(entries=entries)
     assert (main.depth, main.awaiting_mergeability, main.testing_slots_active) == (4, 2, 1)
@@ -179,13 +154,13 @@ def test_depth_counts_admitted_entries_and_awaiting_counts_not_ready() -> None:
 
 
 def test_a_not_ready_entry_no_longer_submitted_is_not_awaiting() -> None:
-    main, _ = compute(entries=(entry(1, PrState.NOT_READY, is_submitted=False),))
+    main, _ = compute(entries=(make_entry(number=1, state=PrState.NOT_READY, is_submitted=False),))
     assert main.awaiting_mergeability == 0
 
 
 def test_testing_slots_are_split_between_main_and_bisection() -> None:
-    entries = tuple(entry(n, PrState.TESTING) for n in (1, 2, 3))
-    main, bisection = compute(entries=entries, bisecting=frozenset({PullRequestId("pr-2")}))
+    entries = tuple(make_entry(number=n, state=PrState.TESTING) for n in (1, 2, 3))
+    main, bisection = compute(entries=entries, bisecting=frozenset({entry_id(2)}))
     assert (main.testing_slots_active, bisection.testing_slots_active) == (2, 1)
 
 
@@ -300,24 +275,20 @@ def test_bisection_runs_count_test_time_and_restarts_under_bisection() -> None:
     run = TestRunId("run-b")
     changes = history(1, at(0, SUBMIT), at(0, READY))
     changes.append(
-        StateChange(
-            PullRequestId("pr-1"),
-            QUEUE,
-            PrState.PENDING,
-            PrState.TESTING,
-            StateReason.TESTS_STARTED,
-            minutes(1),
+        make_change(
+            from_state=PrState.PENDING,
+            to_state=PrState.TESTING,
+            reason=StateReason.TESTS_STARTED,
+            at=minutes(1),
             test_run_id=run,
         )
     )
     changes.append(
-        StateChange(
-            PullRequestId("pr-1"),
-            QUEUE,
-            PrState.TESTING,
-            PrState.PENDING,
-            StateReason.PREDECESSOR_CHANGED,
-            minutes(6),
+        make_change(
+            from_state=PrState.TESTING,
+            to_state=PrState.PENDING,
+            reason=StateReason.PREDECESSOR_CHANGED,
+            at=minutes(6),
         )
     )
     main, bisection = compute(changes=changes, kinds={run: TestRunKind.BISECTION})

@@ -3,48 +3,17 @@
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keepgreen.core.enums import Mergeability, PrState, StateReason
-from keepgreen.core.ids import PullRequestId, QueueId
-from keepgreen.core.model import QueueEntry, Readiness
+from keepgreen.core.enums import PrState
+from keepgreen.core.model import QueueEntry
 from keepgreen.core.ordering import queue_order
-from keepgreen.core.priority import priority_from_value
+from tests.support.builders import make_entry
 
 STARTED = {PrState.TESTING, PrState.TESTS_PASSED, PrState.PENDING_FAILURE}
-NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
-
-
-def entry(
-    number: int, state: PrState, *, priority: int = 100, position: int | None = None
-) -> QueueEntry:
-    return QueueEntry(
-        id=PullRequestId(f"id-{number:04d}"),
-        queue_id=QueueId("q"),
-        number=number,
-        state=state,
-        state_changed_at=NOW,
-        state_reason=StateReason.SUBMITTED,
-        priority=priority_from_value(priority),
-        no_batch=False,
-        head_sha="ab" * 20,
-        title=f"PR {number}",
-        author="ada",
-        base_branch="main",
-        readiness=Readiness(
-            does_base_branch_match=True,
-            mergeability=Mergeability.MERGEABLE,
-            requires_impacted_targets=False,
-            has_impacted_targets=False,
-        ),
-        is_submitted=True,
-        force_enqueued=False,
-        position=number if position is None else position,
-        submitted_at=NOW,
-    )
 
 
 def numbers(entries: tuple[QueueEntry, ...]) -> list[int]:
@@ -55,50 +24,67 @@ def test_empty_queue_has_empty_order() -> None:
     assert queue_order([]) == ()
 
 
-def test_not_ready_and_terminal_entries_are_not_in_the_queue() -> None:
-    entries = [
-        entry(1, PrState.NOT_READY),
-        entry(2, PrState.PENDING),
-        entry(3, PrState.MERGED),
-        entry(4, PrState.FAILED),
-        entry(5, PrState.CANCELLED),
-        entry(6, PrState.TESTING),
-    ]
-    assert numbers(queue_order(entries)) == [6, 2]
-
-
-def test_equal_priority_waits_in_admission_order() -> None:
-    entries = [entry(n, PrState.PENDING, position=p) for n, p in ((1, 30), (2, 10), (3, 20))]
-    assert numbers(queue_order(entries)) == [2, 3, 1]
-
-
-def test_lower_priority_value_goes_first_among_waiting() -> None:
-    entries = [
-        entry(1, PrState.PENDING, priority=200),
-        entry(2, PrState.PENDING, priority=100),
-        entry(3, PrState.PENDING, priority=0),
-        entry(4, PrState.PENDING, priority=10),
-    ]
-    assert numbers(queue_order(entries)) == [3, 4, 2, 1]
-
-
-def test_started_entries_stay_ahead_of_urgent_waiting_ones() -> None:
-    entries = [
-        entry(1, PrState.TESTING, priority=200),
-        entry(2, PrState.PENDING, priority=0),
-        entry(3, PrState.TESTS_PASSED, priority=255),
-        entry(4, PrState.PENDING_FAILURE, priority=100),
-    ]
-    assert numbers(queue_order(entries)) == [1, 3, 4, 2]
-
-
-def test_priority_does_not_reorder_started_entries() -> None:
-    entries = [entry(1, PrState.TESTING, priority=200), entry(2, PrState.TESTING, priority=0)]
-    assert numbers(queue_order(entries)) == [1, 2]
+@pytest.mark.parametrize(
+    ("entries", "expected"),
+    [
+        pytest.param(
+            [
+                make_entry(number=1, state=PrState.NOT_READY),
+                make_entry(number=2, state=PrState.PENDING),
+                make_entry(number=3, state=PrState.MERGED),
+                make_entry(number=4, state=PrState.FAILED),
+                make_entry(number=5, state=PrState.CANCELLED),
+                make_entry(number=6, state=PrState.TESTING),
+            ],
+            [6, 2],
+            id="not_ready_and_terminal_entries_are_not_in_the_queue",
+        ),
+        pytest.param(
+            [
+                make_entry(number=n, state=PrState.PENDING, position=p)
+                for n, p in ((1, 30), (2, 10), (3, 20))
+            ],
+            [2, 3, 1],
+            id="equal_priority_waits_in_admission_order",
+        ),
+        pytest.param(
+            [
+                make_entry(number=1, state=PrState.PENDING, priority=200),
+                make_entry(number=2, state=PrState.PENDING, priority=100),
+                make_entry(number=3, state=PrState.PENDING, priority=0),
+                make_entry(number=4, state=PrState.PENDING, priority=10),
+            ],
+            [3, 4, 2, 1],
+            id="lower_priority_value_goes_first_among_waiting",
+        ),
+        pytest.param(
+            [
+                make_entry(number=1, state=PrState.TESTING, priority=200),
+                make_entry(number=2, state=PrState.PENDING, priority=0),
+                make_entry(number=3, state=PrState.TESTS_PASSED, priority=255),
+                make_entry(number=4, state=PrState.PENDING_FAILURE, priority=100),
+            ],
+            [1, 3, 4, 2],
+            id="started_entries_stay_ahead_of_urgent_waiting_ones",
+        ),
+        pytest.param(
+            [
+                make_entry(number=1, state=PrState.TESTING, priority=200),
+                make_entry(number=2, state=PrState.TESTING, priority=0),
+            ],
+            [1, 2],
+            id="priority_does_not_reorder_started_entries",
+        ),
+    ],
+)
+def test_queue_order(entries: list[QueueEntry], expected: list[int]) -> None:
+    assert numbers(queue_order(entries)) == expected
 
 
 def test_order_does_not_depend_on_input_order() -> None:
-    entries = [entry(n, PrState.PENDING, priority=(n * 37) % 256) for n in range(1, 30)]
+    entries = [
+        make_entry(number=n, state=PrState.PENDING, priority=(n * 37) % 256) for n in range(1, 30)
+    ]
     shuffled = entries[:]
     random.Random(4).shuffle(shuffled)  # noqa: S311 (a fixed shuffle, not a secret)
     assert queue_order(shuffled) == queue_order(entries)
@@ -112,9 +98,9 @@ def queues(draw: st.DrawFn) -> list[QueueEntry]:
     count = draw(st.integers(min_value=0, max_value=25))
     positions = draw(st.lists(st.integers(0, 1000), min_size=count, max_size=count, unique=True))
     return [
-        entry(
-            number,
-            draw(states),
+        make_entry(
+            number=number,
+            state=draw(states),
             priority=draw(st.integers(0, 255)),
             position=position,
         )

@@ -6,9 +6,7 @@ are written through the unit of work at times taken from the test clock.
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +14,22 @@ import pytest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from keepgreen.app.ports import UnitOfWork
 from keepgreen.bootstrap import Container
-from keepgreen.core.enums import PrState, StateReason, TestRunKind, TestRunStatus
+from keepgreen.core.enums import PrState, StateReason, TestRunKind
 from keepgreen.core.ids import TestRunId
-from keepgreen.core.model import QueueEntry, RepoRef, StateChange, TestRun
-from tests.conftest import REPO, Api, FakeClock
+from keepgreen.core.model import RepoRef
+from tests.conftest import FakeClock
+from tests.support import store
 from tests.support.gitrepo import GitRepo
+from tests.support.store import entry_now, move_entry
+from tests.support.wire import (
+    Api,
+    open_and_submit,
+    pr_verb,
+    repo_json,
+    submitted,
+    update_queue,
+)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BUCKETS = ["60", "300", "600", "900", "1800", "3600", "5400", "7200", "+Inf"]
@@ -87,80 +94,8 @@ def first_bucket(families: dict[str, Metric], name: str) -> str:
     return BUCKETS[counts.index(1)]
 
 
-def submit(api: Api, number: int) -> None:
-    response = api.post("submitPullRequest", targetBranch="main", pr={"number": number})
-    assert response.status_code == 200, response.text
-
-
-def open_and_submit(api: Api, repo: GitRepo, number: int) -> None:
-    repo.open_pr(number, {f"pr{number}.txt": f"{number}\n"})
-    submit(api, number)
-
-
-def entry_of(uow: UnitOfWork, number: int, ref: RepoRef = REPO) -> QueueEntry:
-    org = uow.orgs.get_by_slug("acme")
-    assert org is not None
-    repository = uow.repositories.find(org.id, ref)
-    assert repository is not None
-    queue = uow.queues.find(repository.id, "main")
-    assert queue is not None
-    entry = uow.entries.find(queue.id, number)
-    assert entry is not None
-    return entry
-
-
-def entry_now(container: Container, number: int) -> QueueEntry:
-    with container.unit_of_work() as uow:
-        return entry_of(uow, number)
-
-
-def move(
-    container: Container,
-    number: int,
-    state: PrState,
-    at: datetime,
-    reason: StateReason,
-    test_run_id: TestRunId | None = None,
-) -> None:
-    """Set a PR's state at `at` as the engine would, with its history line."""
-    with container.unit_of_work() as uow:
-        entry = entry_of(uow, number)
-        uow.entries.save(
-            replace(
-                entry,
-                state=state,
-                state_reason=reason,
-                state_changed_at=at,
-                is_submitted=entry.is_submitted and not state.is_terminal,
-            )
-        )
-        uow.history.add(
-            StateChange(entry.id, entry.queue_id, entry.state, state, reason, at, test_run_id)
-        )
-        uow.commit()
-
-
 def add_run(container: Container, clock: FakeClock, number: int, kind: TestRunKind) -> TestRunId:
-    with container.unit_of_work() as uow:
-        entry = entry_of(uow, number)
-        run_id = TestRunId(str(uuid.uuid4()))
-        uow.test_runs.add(
-            TestRun(
-                id=run_id,
-                queue_id=entry.queue_id,
-                kind=kind,
-                status=TestRunStatus.IN_PROGRESS,
-                branch=f"trunk-merge/pr-{number}/{run_id}",
-                base_sha="0" * 40,
-                sha="ab" * 20,
-                tested_prs=(entry.id,),
-                dependent_prs=(),
-                required_statuses=("ci",),
-                created_at=clock(),
-            )
-        )
-        uow.commit()
-    return run_id
+    return store.add_run(container, tested=(number,), kind=kind, at=clock()).id
 
 
 # -- format -------------------------------------------------------------------------------------
@@ -231,7 +166,7 @@ def test_depth_counts_pending_prs_and_awaiting_counts_not_ready(
     open_and_submit(queue, registered_repo, 2)
     registered_repo.open_pr(3, {"README.md": "from the PR\n"})
     registered_repo.commit({"README.md": "from main\n"}, "main moves on")
-    submit(queue, 3)  # conflicts with main: not_ready
+    submitted(queue, 3)  # conflicts with main: not_ready
     families = scrape(queue)
     assert gauge(families, "mq_depth_current") == 2
     assert gauge(families, "mq_awaiting_mergeability") == 1
@@ -239,8 +174,7 @@ def test_depth_counts_pending_prs_and_awaiting_counts_not_ready(
 
 
 def test_a_paused_queue_holds_new_prs_as_awaiting(queue: Api, registered_repo: GitRepo) -> None:
-    response = queue.post("updateQueue", targetBranch="main", state="paused")
-    assert response.status_code == 200
+    update_queue(queue, state="paused")
     open_and_submit(queue, registered_repo, 1)
     families = scrape(queue)
     assert (gauge(families, "mq_depth_current"), gauge(families, "mq_awaiting_mergeability")) == (
@@ -252,7 +186,7 @@ def test_a_paused_queue_holds_new_prs_as_awaiting(queue: Api, registered_repo: G
 def test_cancelled_prs_leave_depth_and_awaiting(queue: Api, registered_repo: GitRepo) -> None:
     open_and_submit(queue, registered_repo, 1)
     assert gauge(scrape(queue), "mq_depth_current") == 1
-    queue.post("cancelPullRequest", targetBranch="main", pr={"number": 1})
+    pr_verb(queue, "cancelPullRequest", 1)
     families = scrape(queue)
     assert gauge(families, "mq_depth_current") == 0
     assert gauge(families, "mq_awaiting_mergeability") == 0
@@ -265,7 +199,7 @@ def test_testing_prs_use_main_testing_slots_and_stay_in_depth(
         open_and_submit(queue, registered_repo, number)
     for number in (1, 2):
         run = add_run(container, clock, number, TestRunKind.MAIN)
-        move(container, number, PrState.TESTING, clock(), StateReason.TESTS_STARTED, run)
+        move_entry(container, number, PrState.TESTING, clock(), StateReason.TESTS_STARTED, run)
     families = scrape(queue)
     assert gauge(families, "mq_testing_slots_active") == 2
     assert gauge(families, "mq_testing_slots_active", BISECTION) == 0
@@ -277,7 +211,7 @@ def test_a_pr_testing_in_a_bisection_run_uses_a_bisection_slot(
 ) -> None:
     open_and_submit(queue, registered_repo, 1)
     run = add_run(container, clock, 1, TestRunKind.BISECTION)
-    move(container, 1, PrState.TESTING, clock(), StateReason.TESTS_STARTED, run)
+    move_entry(container, 1, PrState.TESTING, clock(), StateReason.TESTS_STARTED, run)
     families = scrape(queue)
     assert gauge(families, "mq_testing_slots_active", BISECTION) == 1
     assert gauge(families, "mq_testing_slots_active") == 0
@@ -293,8 +227,10 @@ def test_a_merged_pr_is_measured_from_pending_to_merged(
     pending_at = entry_now(container, 1).state_changed_at
     run = add_run(container, clock, 1, TestRunKind.MAIN)
     started = pending_at + timedelta(minutes=2)
-    move(container, 1, PrState.TESTING, started, StateReason.TESTS_STARTED, run)
-    move(container, 1, PrState.MERGED, started + timedelta(minutes=10), StateReason.MERGED_BY_QUEUE)
+    move_entry(container, 1, PrState.TESTING, started, StateReason.TESTS_STARTED, run)
+    move_entry(
+        container, 1, PrState.MERGED, started + timedelta(minutes=10), StateReason.MERGED_BY_QUEUE
+    )
     clock.advance(minutes=13)
     families = scrape(queue)
 
@@ -314,14 +250,17 @@ def test_a_merged_pr_is_measured_from_pending_to_merged(
 def test_time_waiting_to_enter_the_queue_is_excluded(
     queue: Api, registered_repo: GitRepo, container: Container, clock: FakeClock
 ) -> None:
-    response = queue.post("updateQueue", targetBranch="main", state="paused")
-    assert response.status_code == 200
+    update_queue(queue, state="paused")
     open_and_submit(queue, registered_repo, 1)  # not_ready while the queue is paused
     submitted_at = entry_now(container, 1).state_changed_at
     admitted = submitted_at + timedelta(minutes=30)
-    move(container, 1, PrState.PENDING, admitted, StateReason.READY)
-    move(container, 1, PrState.TESTING, admitted + timedelta(seconds=30), StateReason.TESTS_STARTED)
-    move(container, 1, PrState.FAILED, admitted + timedelta(minutes=5), StateReason.TESTS_FAILED)
+    move_entry(container, 1, PrState.PENDING, admitted, StateReason.READY)
+    move_entry(
+        container, 1, PrState.TESTING, admitted + timedelta(seconds=30), StateReason.TESTS_STARTED
+    )
+    move_entry(
+        container, 1, PrState.FAILED, admitted + timedelta(minutes=5), StateReason.TESTS_FAILED
+    )
     clock.advance(minutes=36)
     families = scrape(queue)
     assert value(families, "mq_pr_wait_duration_1h_seconds_sum", MAIN) == 30
@@ -336,10 +275,10 @@ def test_a_restart_through_the_api_is_counted(
     open_and_submit(queue, registered_repo, 1)
     clock.advance(minutes=1)
     run = add_run(container, clock, 1, TestRunKind.MAIN)
-    move(container, 1, PrState.TESTING, clock(), StateReason.TESTS_STARTED, run)
+    move_entry(container, 1, PrState.TESTING, clock(), StateReason.TESTS_STARTED, run)
     clock.advance(minutes=4)
     assert gauge(scrape(queue), "mq_pr_restarts_1h_total") == 0
-    response = queue.post("restartTestsOnPullRequest", targetBranch="main", pr={"number": 1})
+    response = pr_verb(queue, "restartTestsOnPullRequest", 1)
     assert response.status_code == 200, response.text
     families = scrape(queue)
     assert gauge(families, "mq_pr_restarts_1h_total") == 1
@@ -356,8 +295,10 @@ def test_a_restart_of_a_bisection_run_is_counted_under_bisection(
     open_and_submit(queue, registered_repo, 1)
     run = add_run(container, clock, 1, TestRunKind.BISECTION)
     started = clock()
-    move(container, 1, PrState.TESTING, started, StateReason.TESTS_STARTED, run)
-    move(container, 1, PrState.PENDING, started + timedelta(minutes=20), StateReason.PREEMPTED)
+    move_entry(container, 1, PrState.TESTING, started, StateReason.TESTS_STARTED, run)
+    move_entry(
+        container, 1, PrState.PENDING, started + timedelta(minutes=20), StateReason.PREEMPTED
+    )
     clock.advance(minutes=21)
     families = scrape(queue)
     assert gauge(families, "mq_pr_restarts_1h_total", BISECTION) == 1
@@ -369,7 +310,7 @@ def test_cancellations_count_for_one_hour(
     queue: Api, registered_repo: GitRepo, clock: FakeClock
 ) -> None:
     open_and_submit(queue, registered_repo, 1)
-    response = queue.post("cancelPullRequest", targetBranch="main", pr={"number": 1})
+    response = pr_verb(queue, "cancelPullRequest", 1)
     assert response.status_code == 200
     assert conclusions(scrape(queue))["cancelled"] == 1
     clock.advance(minutes=59)
@@ -385,9 +326,9 @@ def test_old_conclusions_drop_out_while_recent_ones_stay(
 ) -> None:
     open_and_submit(queue, registered_repo, 1)
     open_and_submit(queue, registered_repo, 2)
-    move(container, 1, PrState.MERGED, clock(), StateReason.MERGED_BY_QUEUE)
+    move_entry(container, 1, PrState.MERGED, clock(), StateReason.MERGED_BY_QUEUE)
     clock.advance(minutes=45)
-    move(container, 2, PrState.MERGED, clock(), StateReason.MERGED_BY_QUEUE)
+    move_entry(container, 2, PrState.MERGED, clock(), StateReason.MERGED_BY_QUEUE)
     assert conclusions(scrape(queue))["merged"] == 2
     clock.advance(minutes=30)
     families = scrape(queue)
@@ -405,7 +346,7 @@ def gadgets(container: Container, queue: Api, tmp_path: Path) -> GitRepo:
     container.admin.add_repository(
         org_slug="acme", ref=GADGETS, git_url=str(repo.path), ci_command=None
     )
-    api = Api(queue.client, queue.token, {"host": "github.com", "owner": "acme", "name": "gadgets"})
+    api = Api(queue.client, queue.token, repo_json(GADGETS))
     assert api.post("createQueue", targetBranch="main").status_code == 200
     open_and_submit(api, repo, 1)
     return repo

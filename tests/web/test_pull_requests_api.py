@@ -7,79 +7,38 @@ runs are written directly through the unit of work.
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from keepgreen.app.ports import UnitOfWork
 from keepgreen.bootstrap import Container
-from keepgreen.core.enums import PrState, StateReason, TestRunKind, TestRunStatus
-from keepgreen.core.ids import PullRequestId, TestRunId
-from keepgreen.core.model import Queue, QueueEntry, StateChange, TestRun
-from tests.conftest import REPO, REPO_JSON, Api, FakeClock
+from keepgreen.core.enums import PrState, StateReason, TestRunStatus
+from keepgreen.core.ids import PullRequestId
+from keepgreen.core.model import QueueEntry, TestRun
+from tests.conftest import FakeClock
 from tests.support.gitrepo import GitRepo
-
-ISO_MILLIS_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
-SUBMITTED_KEYS = {
-    "id",
-    "state",
-    "stateChangedAt",
-    "priorityValue",
-    "priorityName",
-    "usedDefaultPriorityName",
-    "skipTheLine",
-    "noBatch",
-    "prNumber",
-    "prTitle",
-    "prSha",
-    "prBaseBranch",
-    "prAuthor",
-    "readiness",
-    "forceEnqueued",
-    "isCurrentlySubmittedToQueue",
-    "verifiedByTestRun",
-}
-READINESS_KEYS = {
-    "hasImpactedTargets",
-    "requiresImpactedTargets",
-    "doesBaseBranchMatch",
-    "gitHubMergeability",
-}
-
+from tests.support.store import add_run, find_entry, move_entry
+from tests.support.wire import (
+    ENQUEUED_KEYS,
+    READINESS_KEYS,
+    SUBMITTED_KEYS,
+    Api,
+    error_code,
+    get_pr,
+    open_and_submit,
+    parse_iso,
+    pr_verb,
+    queue_body,
+    submit,
+    submitted,
+    update_queue,
+)
 
 # -- helpers ------------------------------------------------------------------------------------
-
-
-def submit(api: Api, number: int | str, **fields: object) -> Any:
-    return api.post("submitPullRequest", targetBranch="main", pr={"number": number}, **fields)
-
-
-def submitted(api: Api, number: int, **fields: object) -> None:
-    response = submit(api, number, **fields)
-    assert response.status_code == 200, response.text
-    assert response.json() == {}
-
-
-def open_and_submit(api: Api, repo: GitRepo, number: int, **fields: object) -> str:
-    sha = repo.open_pr(number, {f"pr{number}.txt": f"{number}\n"}, title=f"Change {number}")
-    submitted(api, number, **fields)
-    return sha
-
-
-def get_pr(api: Api, number: int) -> dict[str, Any]:
-    response = api.post("getSubmittedPullRequest", targetBranch="main", pr={"number": number})
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
-
-
-def pr_verb(api: Api, verb: str, number: int | str) -> Any:
-    return api.post(verb, targetBranch="main", pr={"number": number})
 
 
 def set_targets(api: Api, number: int | str, sha: str, targets: object) -> Any:
@@ -95,37 +54,6 @@ def list_prs(api: Api, **fields: object) -> Any:
     return api.post("listPullRequests", targetBranch="main", **fields)
 
 
-def error_code(response: Any) -> str:
-    code: str = response.json()["error"]["code"]
-    return code
-
-
-def parse_iso(text: str) -> datetime:
-    assert ISO_MILLIS_Z.match(text), text
-    return datetime.fromisoformat(text)
-
-
-def update_queue(api: Api, **fields: object) -> None:
-    response = api.post("updateQueue", targetBranch="main", **fields)
-    assert response.status_code == 200, response.text
-
-
-def main_queue(uow: UnitOfWork) -> Queue:
-    org = uow.orgs.get_by_slug("acme")
-    assert org is not None
-    repository = uow.repositories.find(org.id, REPO)
-    assert repository is not None
-    queue = uow.queues.find(repository.id, "main")
-    assert queue is not None
-    return queue
-
-
-def entry_of(uow: UnitOfWork, number: int) -> QueueEntry:
-    entry = uow.entries.find(main_queue(uow).id, number)
-    assert entry is not None
-    return entry
-
-
 def move(
     container: Container,
     clock: FakeClock,
@@ -133,21 +61,8 @@ def move(
     state: PrState,
     reason: StateReason = StateReason.TESTS_STARTED,
 ) -> QueueEntry:
-    """Set a PR's state as the engine would, with its history line."""
-    with container.unit_of_work() as uow:
-        entry = entry_of(uow, number)
-        now = clock()
-        updated = replace(
-            entry,
-            state=state,
-            state_reason=reason,
-            state_changed_at=now,
-            is_submitted=entry.is_submitted and not state.is_terminal,
-        )
-        uow.entries.save(updated)
-        uow.history.add(StateChange(entry.id, entry.queue_id, entry.state, state, reason, now))
-        uow.commit()
-    return updated
+    """Set a PR's state now, as the engine would, with its history line."""
+    return move_entry(container, number, state, clock(), reason)
 
 
 def add_test_run(
@@ -156,30 +71,18 @@ def add_test_run(
     *,
     tested: tuple[int, ...],
     dependent: tuple[int, ...] = (),
-    sha: str | None = "c0ffee" * 6 + "abcd",
-    base_sha: str = "0" * 40,
-    required: tuple[str, ...] = ("ci/build", "ci/lint"),
     status: TestRunStatus = TestRunStatus.IN_PROGRESS,
 ) -> TestRun:
-    with container.unit_of_work() as uow:
-        queue = main_queue(uow)
-        run_id = TestRunId(str(uuid.uuid4()))
-        run = TestRun(
-            id=run_id,
-            queue_id=queue.id,
-            kind=TestRunKind.MAIN,
-            status=status,
-            branch=f"trunk-merge/pr-{tested[0]}/{run_id}",
-            base_sha=base_sha,
-            sha=sha,
-            tested_prs=tuple(entry_of(uow, n).id for n in tested),
-            dependent_prs=tuple(entry_of(uow, n).id for n in dependent),
-            required_statuses=required,
-            created_at=clock(),
-        )
-        uow.test_runs.add(run)
-        uow.commit()
-    return run
+    """A main run with a known head and two required statuses, made now."""
+    return add_run(
+        container,
+        tested=tested,
+        dependent=dependent,
+        at=clock(),
+        status=status,
+        sha="c0ffee" * 6 + "abcd",
+        required_statuses=("ci/build", "ci/lint"),
+    )
 
 
 def details(api: Api, run_id: str) -> Any:
@@ -576,7 +479,7 @@ def test_another_org_cannot_read_the_pr(
     open_and_submit(queue, registered_repo, 1)
     response = client.post(
         "/v1/getSubmittedPullRequest",
-        json={"repo": REPO_JSON, "targetBranch": "main", "pr": {"number": 1}},
+        json=queue_body(pr={"number": 1}),
         headers={"x-api-token": other_token},
     )
     assert response.status_code == 404
@@ -615,12 +518,7 @@ def test_list_shows_every_state_in_submission_order(queue: Api, registered_repo:
         (3, "cancelled"),
     ]
     assert not body.get("nextCursor")
-    assert set(body["pullRequests"][0]) == SUBMITTED_KEYS - {
-        "readiness",
-        "forceEnqueued",
-        "isCurrentlySubmittedToQueue",
-        "verifiedByTestRun",
-    }
+    assert set(body["pullRequests"][0]) == ENQUEUED_KEYS
 
 
 @pytest.mark.parametrize(
@@ -674,7 +572,7 @@ def test_list_takes_50_by_default(
 ) -> None:
     open_and_submit(queue, registered_repo, 1)
     with container.unit_of_work() as uow:  # 50 more entries, without 50 git round trips
-        source = entry_of(uow, 1)
+        source = find_entry(uow, 1)
         for number in range(2, 52):
             position = uow.queues.next_position(source.queue_id)
             uow.entries.add(

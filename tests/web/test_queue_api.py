@@ -4,100 +4,26 @@
 
 from __future__ import annotations
 
-import re
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import pytest
 
-from tests.conftest import REPO_JSON, Api
 from tests.support.gitrepo import GitRepo
-
-# The required fields of the updateQueue response (trunk-v1-api.md §2.8); getQueue adds the PRs.
-CONFIG_KEYS = {
-    "state",
-    "branch",
-    "concurrency",
-    "testingTimeoutMinutes",
-    "mode",
-    "canOptimisticallyMerge",
-    "pendingFailureDepth",
-    "batch",
-    "batchingMaxWaitTimeMinutes",
-    "batchingMinSize",
-    "createPrsForTestingBranches",
-    "commentsEnabled",
-    "commandsEnabled",
-    "statusCheckEnabled",
-    "bisectionConcurrency",
-    "requiredStatuses",
-    "directMergeMode",
-    "optimizationMode",
-    "mergeMethod",
-}
-ENQUEUED_KEYS = {
-    "id",
-    "state",
-    "stateChangedAt",
-    "priorityValue",
-    "priorityName",
-    "usedDefaultPriorityName",
-    "skipTheLine",
-    "noBatch",
-    "prNumber",
-    "prTitle",
-    "prSha",
-    "prBaseBranch",
-    "prAuthor",
-}
-ISO_MILLIS_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
-
-
-def get_queue(api: Api, branch: str = "main") -> dict[str, Any]:
-    response = api.post("getQueue", targetBranch=branch)
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
-
-
-def update(api: Api, **fields: object) -> dict[str, Any]:
-    response = api.post("updateQueue", targetBranch="main", **fields)
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
-
-
-def submit(api: Api, number: int, **fields: object) -> None:
-    response = api.post("submitPullRequest", targetBranch="main", pr={"number": number}, **fields)
-    assert response.status_code == 200, response.text
-
-
-def open_and_submit(api: Api, repo: GitRepo, number: int, **fields: object) -> str:
-    sha = repo.open_pr(number, {f"pr{number}.txt": f"{number}\n"})
-    submit(api, number, **fields)
-    return sha
-
-
-def enqueued_numbers(api: Api) -> list[int]:
-    return [pr["prNumber"] for pr in get_queue(api)["enqueuedPullRequests"]]
-
-
-def submitted_state(api: Api, number: int) -> str:
-    response = api.post("getSubmittedPullRequest", targetBranch="main", pr={"number": number})
-    assert response.status_code == 200, response.text
-    state: str = response.json()["state"]
-    return state
-
-
-def assert_error(response: Any, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    body: dict[str, Any] = response.json()
-    assert set(body) == {"error"}
-    assert body["error"]["code"] == code
-    assert isinstance(body["error"]["message"], str)
-    assert body["error"]["message"]
-    return body
-
+from tests.support.wire import (
+    CONFIG_KEYS,
+    ENQUEUED_KEYS,
+    ISO_MILLIS_Z,
+    REPO_JSON,
+    Api,
+    assert_error,
+    enqueued_numbers,
+    get_pr,
+    get_queue,
+    open_and_submit,
+    pr_verb,
+    submitted,
+    update_queue,
+)
 
 # -- createQueue ---------------------------------------------------------------------------------
 
@@ -129,14 +55,14 @@ def test_create_queue_takes_mode_in_any_case(api: Api) -> None:
 
 def test_create_queue_twice_is_409_queue_exists(queue: Api) -> None:
     response = queue.post("createQueue", targetBranch="main", concurrency=3)
-    body = assert_error(response, 409, "queue_exists")
-    assert '"main"' in body["error"]["message"]
+    message = assert_error(response, 409, "queue_exists")
+    assert '"main"' in message
     assert get_queue(queue)["concurrency"] == 1  # the first queue is untouched
 
 
 def test_queues_of_two_branches_are_independent(queue: Api) -> None:
     assert queue.post("createQueue", targetBranch="release/1.0", concurrency=2).status_code == 200
-    update(queue, concurrency=5)
+    update_queue(queue, concurrency=5)
     assert get_queue(queue, "release/1.0")["concurrency"] == 2
     assert get_queue(queue, "release/1.0")["branch"] == "release/1.0"
     assert get_queue(queue)["concurrency"] == 5
@@ -200,25 +126,25 @@ def test_update_queue_sets_a_field_and_changes_nothing_else(
 ) -> None:
     before = get_queue(queue)
     assert before[field] != value  # the update is a real change
-    answered = update(queue, **{field: value})
+    answered = update_queue(queue, **{field: value})
     assert answered == {**{k: before[k] for k in CONFIG_KEYS}, field: value}
     assert get_queue(queue) == {**before, field: value}
 
 
 def test_update_queue_answers_the_whole_config_without_pull_requests(queue: Api) -> None:
-    answered = update(queue, concurrency=2)
+    answered = update_queue(queue, concurrency=2)
     assert set(answered) == CONFIG_KEYS
     assert "enqueuedPullRequests" not in answered
 
 
 def test_update_queue_with_no_fields_changes_nothing(queue: Api) -> None:
     before = get_queue(queue)
-    assert update(queue) == {k: before[k] for k in CONFIG_KEYS}
+    assert update_queue(queue) == {k: before[k] for k in CONFIG_KEYS}
     assert get_queue(queue) == before
 
 
 def test_update_queue_sets_several_fields_at_once(queue: Api) -> None:
-    answered = update(
+    answered = update_queue(
         queue, concurrency=4, batch=True, batchingMinSize=2, mergeMethod="merge_commit"
     )
     assert (answered["concurrency"], answered["batch"]) == (4, True)
@@ -226,8 +152,8 @@ def test_update_queue_sets_several_fields_at_once(queue: Api) -> None:
 
 
 def test_update_queue_omitted_fields_keep_earlier_updates(queue: Api) -> None:
-    update(queue, concurrency=3, requiredStatuses=["ci"], canOptimisticallyMerge=True)
-    answered = update(queue, batch=True)
+    update_queue(queue, concurrency=3, requiredStatuses=["ci"], canOptimisticallyMerge=True)
+    answered = update_queue(queue, batch=True)
     assert answered["concurrency"] == 3
     assert answered["requiredStatuses"] == ["ci"]
     assert answered["canOptimisticallyMerge"] is True
@@ -235,20 +161,20 @@ def test_update_queue_omitted_fields_keep_earlier_updates(queue: Api) -> None:
 
 
 def test_update_queue_can_turn_flags_back_off(queue: Api) -> None:
-    update(queue, batch=True, commentsEnabled=True)
-    answered = update(queue, batch=False, commentsEnabled=False)
+    update_queue(queue, batch=True, commentsEnabled=True)
+    answered = update_queue(queue, batch=False, commentsEnabled=False)
     assert (answered["batch"], answered["commentsEnabled"]) == (False, False)
 
 
 def test_update_queue_accepts_pending_failure_depth_zero(queue: Api) -> None:
-    update(queue, pendingFailureDepth=3)
-    assert update(queue, pendingFailureDepth=0)["pendingFailureDepth"] == 0
+    update_queue(queue, pendingFailureDepth=3)
+    assert update_queue(queue, pendingFailureDepth=0)["pendingFailureDepth"] == 0
     assert get_queue(queue)["pendingFailureDepth"] == 0
 
 
 def test_update_queue_state_back_to_running(queue: Api) -> None:
-    update(queue, state="paused")
-    assert update(queue, state="running")["state"] == "running"
+    update_queue(queue, state="paused")
+    assert update_queue(queue, state="running")["state"] == "running"
 
 
 @pytest.mark.parametrize("value", ["switching_modes", "SWITCHING_MODES"])
@@ -264,25 +190,25 @@ def test_required_statuses_default_to_an_empty_list(queue: Api) -> None:
 
 
 def test_update_queue_empty_required_statuses_are_ignored(queue: Api) -> None:
-    update(queue, requiredStatuses=["ci/build"])
-    assert update(queue, requiredStatuses=[])["requiredStatuses"] == ["ci/build"]
+    update_queue(queue, requiredStatuses=["ci/build"])
+    assert update_queue(queue, requiredStatuses=[])["requiredStatuses"] == ["ci/build"]
     assert get_queue(queue)["requiredStatuses"] == ["ci/build"]
 
 
 def test_update_queue_required_statuses_replace_the_previous_list(queue: Api) -> None:
-    update(queue, requiredStatuses=["a", "b"])
-    assert update(queue, requiredStatuses=["c"])["requiredStatuses"] == ["c"]
+    update_queue(queue, requiredStatuses=["a", "b"])
+    assert update_queue(queue, requiredStatuses=["c"])["requiredStatuses"] == ["c"]
 
 
 def test_update_queue_delete_required_statuses_clears_them(queue: Api) -> None:
-    update(queue, requiredStatuses=["ci/build", "ci/test"])
-    assert update(queue, deleteRequiredStatuses=True)["requiredStatuses"] == []
+    update_queue(queue, requiredStatuses=["ci/build", "ci/test"])
+    assert update_queue(queue, deleteRequiredStatuses=True)["requiredStatuses"] == []
     assert get_queue(queue)["requiredStatuses"] == []
 
 
 def test_update_queue_delete_required_statuses_false_keeps_them(queue: Api) -> None:
-    update(queue, requiredStatuses=["ci/build"])
-    assert update(queue, deleteRequiredStatuses=False)["requiredStatuses"] == ["ci/build"]
+    update_queue(queue, requiredStatuses=["ci/build"])
+    assert update_queue(queue, deleteRequiredStatuses=False)["requiredStatuses"] == ["ci/build"]
 
 
 @pytest.mark.parametrize(
@@ -300,7 +226,7 @@ def test_update_queue_delete_required_statuses_false_keeps_them(queue: Api) -> N
 def test_update_queue_takes_enums_in_any_case_and_answers_lowercase(
     queue: Api, field: str, sent: str, answered: str
 ) -> None:
-    assert update(queue, **{field: sent})[field] == answered
+    assert update_queue(queue, **{field: sent})[field] == answered
     assert get_queue(queue)[field] == answered
 
 
@@ -317,14 +243,14 @@ def test_update_queue_of_unknown_repo_is_404(queue: Api) -> None:
 
 
 def test_mode_change_on_an_empty_queue_is_immediate(queue: Api) -> None:
-    answered = update(queue, mode="parallel")
+    answered = update_queue(queue, mode="parallel")
     assert (answered["state"], answered["mode"]) == ("running", "parallel")
-    assert update(queue, mode="single")["mode"] == "single"
+    assert update_queue(queue, mode="single")["mode"] == "single"
 
 
 def test_mode_change_with_a_pending_pr_switches_modes(queue: Api, registered_repo: GitRepo) -> None:
     open_and_submit(queue, registered_repo, 1)
-    answered = update(queue, mode="parallel")
+    answered = update_queue(queue, mode="parallel")
     assert answered["state"] == "switching_modes"
     assert answered["mode"] == "single"  # the new mode applies once the queue has emptied
     assert get_queue(queue)["state"] == "switching_modes"
@@ -332,7 +258,7 @@ def test_mode_change_with_a_pending_pr_switches_modes(queue: Api, registered_rep
 
 def test_same_mode_with_a_pending_pr_does_not_switch(queue: Api, registered_repo: GitRepo) -> None:
     open_and_submit(queue, registered_repo, 1)
-    assert update(queue, mode="SINGLE")["state"] == "running"
+    assert update_queue(queue, mode="SINGLE")["state"] == "running"
 
 
 @pytest.mark.parametrize(
@@ -343,7 +269,7 @@ def test_update_queue_while_switching_modes_is_409(
     queue: Api, registered_repo: GitRepo, fields: dict[str, object]
 ) -> None:
     open_and_submit(queue, registered_repo, 1)
-    before = update(queue, mode="parallel")
+    before = update_queue(queue, mode="parallel")
     response = queue.post("updateQueue", targetBranch="main", **fields)
     assert_error(response, 409, "mode_change_in_progress")
     assert {k: v for k, v in get_queue(queue).items() if k in CONFIG_KEYS} == before
@@ -352,10 +278,10 @@ def test_update_queue_while_switching_modes_is_409(
 def test_mode_change_with_only_a_not_ready_pr_is_immediate(
     queue: Api, registered_repo: GitRepo
 ) -> None:
-    update(queue, state="paused")
+    update_queue(queue, state="paused")
     open_and_submit(queue, registered_repo, 1)
-    assert submitted_state(queue, 1) == "not_ready"
-    answered = update(queue, mode="parallel")
+    assert get_pr(queue, 1)["state"] == "not_ready"
+    answered = update_queue(queue, mode="parallel")
     assert (answered["state"], answered["mode"]) == ("paused", "parallel")
 
 
@@ -363,9 +289,9 @@ def test_mode_change_after_the_pr_was_cancelled_is_immediate(
     queue: Api, registered_repo: GitRepo
 ) -> None:
     open_and_submit(queue, registered_repo, 1)
-    cancel = queue.post("cancelPullRequest", targetBranch="main", pr={"number": 1})
+    cancel = pr_verb(queue, "cancelPullRequest", 1)
     assert cancel.status_code == 200, cancel.text
-    answered = update(queue, mode="parallel")
+    answered = update_queue(queue, mode="parallel")
     assert (answered["state"], answered["mode"]) == ("running", "parallel")
 
 
@@ -390,7 +316,7 @@ def test_get_queue_default_config(queue: Api) -> None:
 
 def test_get_queue_describes_an_enqueued_pull_request(queue: Api, registered_repo: GitRepo) -> None:
     sha = registered_repo.open_pr(4, {"x.txt": "x\n"}, title="Add x", author="Grace Hopper")
-    submit(queue, 4)
+    submitted(queue, 4)
     [pr] = get_queue(queue)["enqueuedPullRequests"]
     assert set(pr) == ENQUEUED_KEYS
     assert pr["prNumber"] == 4
@@ -440,7 +366,7 @@ def test_resubmitting_with_a_higher_priority_moves_a_pull_request_up(
 ) -> None:
     for number in (1, 2, 3):
         open_and_submit(queue, registered_repo, number)
-    submit(queue, 3, priority="high")
+    submitted(queue, 3, priority="high")
     assert enqueued_numbers(queue) == [3, 1, 2]
     [first, *_] = get_queue(queue)["enqueuedPullRequests"]
     assert (first["priorityName"], first["priorityValue"]) == ("high", 10)
@@ -452,8 +378,8 @@ def test_get_queue_leaves_out_a_pull_request_that_conflicts_with_main(
     registered_repo.open_pr(1, {"README.md": "from the PR\n"})
     registered_repo.commit({"README.md": "from main\n"}, "change README on main")
     open_and_submit(queue, registered_repo, 2)
-    submit(queue, 1)
-    assert submitted_state(queue, 1) == "not_ready"
+    submitted(queue, 1)
+    assert get_pr(queue, 1)["state"] == "not_ready"
     assert enqueued_numbers(queue) == [2]
 
 
@@ -461,9 +387,9 @@ def test_get_queue_leaves_out_pull_requests_submitted_while_paused(
     queue: Api, registered_repo: GitRepo
 ) -> None:
     open_and_submit(queue, registered_repo, 1)
-    update(queue, state="paused")
+    update_queue(queue, state="paused")
     open_and_submit(queue, registered_repo, 2)
-    assert submitted_state(queue, 2) == "not_ready"
+    assert get_pr(queue, 2)["state"] == "not_ready"
     body = get_queue(queue)
     assert body["state"] == "paused"
     assert [pr["prNumber"] for pr in body["enqueuedPullRequests"]] == [1]
@@ -472,7 +398,7 @@ def test_get_queue_leaves_out_pull_requests_submitted_while_paused(
 def test_get_queue_leaves_out_cancelled_pull_requests(queue: Api, registered_repo: GitRepo) -> None:
     open_and_submit(queue, registered_repo, 1)
     open_and_submit(queue, registered_repo, 2)
-    assert queue.post("cancelPullRequest", targetBranch="main", pr={"number": 1}).status_code == 200
+    assert pr_verb(queue, "cancelPullRequest", 1).status_code == 200
     assert enqueued_numbers(queue) == [2]
 
 
@@ -502,7 +428,7 @@ def test_delete_an_empty_queue(queue: Api) -> None:
 
 
 def test_a_deleted_queue_can_be_created_again_with_defaults(queue: Api) -> None:
-    update(queue, concurrency=9, batch=True)
+    update_queue(queue, concurrency=9, batch=True)
     assert queue.post("deleteQueue", targetBranch="main").status_code == 200
     assert queue.post("createQueue", targetBranch="main").status_code == 200
     body = get_queue(queue)
@@ -511,22 +437,22 @@ def test_a_deleted_queue_can_be_created_again_with_defaults(queue: Api) -> None:
 
 def test_delete_queue_with_a_pending_pr_is_409(queue: Api, registered_repo: GitRepo) -> None:
     open_and_submit(queue, registered_repo, 1)
-    body = assert_error(queue.post("deleteQueue", targetBranch="main"), 409, "queue_not_empty")
-    assert "#1" in body["error"]["message"]
+    message = assert_error(queue.post("deleteQueue", targetBranch="main"), 409, "queue_not_empty")
+    assert "#1" in message
     assert enqueued_numbers(queue) == [1]
 
 
 def test_delete_queue_with_a_not_ready_pr_is_409(queue: Api, registered_repo: GitRepo) -> None:
-    update(queue, state="paused")
+    update_queue(queue, state="paused")
     open_and_submit(queue, registered_repo, 1)
-    assert submitted_state(queue, 1) == "not_ready"
+    assert get_pr(queue, 1)["state"] == "not_ready"
     assert_error(queue.post("deleteQueue", targetBranch="main"), 409, "queue_not_empty")
     assert get_queue(queue)["state"] == "paused"
 
 
 def test_delete_queue_once_its_pr_is_cancelled(queue: Api, registered_repo: GitRepo) -> None:
     open_and_submit(queue, registered_repo, 1)
-    assert queue.post("cancelPullRequest", targetBranch="main", pr={"number": 1}).status_code == 200
+    assert pr_verb(queue, "cancelPullRequest", 1).status_code == 200
     response = queue.post("deleteQueue", targetBranch="main")
     assert response.status_code == 200, response.text
     assert response.json() == {}
@@ -535,12 +461,12 @@ def test_delete_queue_once_its_pr_is_cancelled(queue: Api, registered_repo: GitR
 
 def test_deleting_a_queue_forgets_its_pull_requests(queue: Api, registered_repo: GitRepo) -> None:
     open_and_submit(queue, registered_repo, 1)
-    assert queue.post("cancelPullRequest", targetBranch="main", pr={"number": 1}).status_code == 200
+    assert pr_verb(queue, "cancelPullRequest", 1).status_code == 200
     assert queue.post("deleteQueue", targetBranch="main").status_code == 200
     assert queue.post("createQueue", targetBranch="main").status_code == 200
-    response = queue.post("getSubmittedPullRequest", targetBranch="main", pr={"number": 1})
+    response = pr_verb(queue, "getSubmittedPullRequest", 1)
     assert_error(response, 404, "pull_request_not_found")
-    submit(queue, 1)
+    submitted(queue, 1)
     assert enqueued_numbers(queue) == [1]
 
 
@@ -566,7 +492,7 @@ def test_delete_queue_twice_is_404_the_second_time(queue: Api) -> None:
     "field", ["concurrency", "bisectionConcurrency", "pendingFailureDepth", "batchingMinSize"]
 )
 def test_update_queue_takes_a_thousand_but_not_more(queue: Api, field: str) -> None:
-    assert update(queue, **{field: 1000})[field] == 1000
+    assert update_queue(queue, **{field: 1000})[field] == 1000
     response = queue.post("updateQueue", targetBranch="main", **{field: 1001})
     assert response.status_code == 400, response.text
     assert field in response.json()["error"]["message"]
@@ -575,7 +501,7 @@ def test_update_queue_takes_a_thousand_but_not_more(queue: Api, field: str) -> N
 
 def test_update_queue_takes_up_to_100_required_statuses(queue: Api) -> None:
     names = [f"ci/{i}" for i in range(101)]
-    assert update(queue, requiredStatuses=names[:100])["requiredStatuses"] == names[:100]
+    assert update_queue(queue, requiredStatuses=names[:100])["requiredStatuses"] == names[:100]
     response = queue.post("updateQueue", targetBranch="main", requiredStatuses=names)
     assert response.status_code == 400, response.text
     assert "requiredStatuses" in response.json()["error"]["message"]

@@ -91,6 +91,13 @@ def apply_update(queue: Queue, update: QueueUpdate, *, has_admitted_entries: boo
     state: QueueState = update.state or queue.state
     mode, pending_mode = queue.mode, None
     if update.mode is not None and update.mode is not queue.mode:
+        if has_admitted_entries and state is QueueState.PAUSED:
+            # Switching finishes the PRs in the queue, which a paused queue must not do.
+            raise Conflict(
+                "queue_paused",
+                "a paused queue with PRs in it cannot switch modes; resume it, or cancel "
+                "its PRs, first",
+            )
         if has_admitted_entries:
             state, pending_mode = QueueState.SWITCHING_MODES, update.mode
         else:
