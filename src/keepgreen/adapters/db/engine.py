@@ -7,10 +7,11 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 
 MIGRATIONS = "keepgreen.adapters.db:migrations"
+MIGRATION_LOCK_KEY = 0x6B67_6D69  # "kgmi": any constant shared by every keepgreen process
 
 
 def make_engine(url: str) -> Engine:
@@ -51,5 +52,18 @@ def alembic_config(engine: Engine | None = None) -> Config:
 
 
 def migrate(engine: Engine) -> None:
-    """Bring the database to the newest schema (idempotent)."""
-    command.upgrade(alembic_config(engine), "head")
+    """Bring the database to the newest schema (idempotent).
+
+    On PostgreSQL an advisory lock serialises processes that start together (several
+    `keepgreen serve`/`worker` processes on one database), so only one of them migrates.
+    """
+    if engine.dialect.name != "postgresql":
+        command.upgrade(alembic_config(engine), "head")
+        return
+    with engine.connect() as lock:
+        lock.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+        try:
+            command.upgrade(alembic_config(engine), "head")
+        finally:
+            lock.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_KEY})
+            lock.commit()
