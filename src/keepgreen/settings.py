@@ -24,5 +24,13 @@ class Settings(BaseSettings):
     def resolved_database_url(self) -> str:
         """The database URL; by default SQLite inside the data dir."""
         if self.database_url:
-            return self.database_url
+            return _with_driver(self.database_url)
         return f"sqlite:///{self.data_dir / 'keepgreen.db'}"
+
+
+def _with_driver(url: str) -> str:
+    """Plain `postgresql://` (or `postgres://`) URLs get the psycopg 3 driver keepgreen ships."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url.removeprefix(prefix)
+    return url
