@@ -12,8 +12,8 @@ from keepgreen.app.ports import CodeHostError
 from keepgreen.core.enums import Mergeability
 from keepgreen.core.ids import OrgId, RepositoryId
 from keepgreen.core.model import Repository
-from tests.conftest import REPO
 from tests.support.gitrepo import GitRepo
+from tests.support.wire import REPO
 
 
 def repository_at(url: str) -> Repository:

@@ -2,36 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
 from keepgreen.app.errors import Conflict, InvalidInput
 from keepgreen.app.queues import QueueUpdate, apply_update
 from keepgreen.core.enums import MergeMethod, QueueMode, QueueState
-from keepgreen.core.ids import QueueId, RepositoryId
 from keepgreen.core.model import Queue, QueueConfig
-
-T0 = datetime(2026, 11, 2, tzinfo=UTC)
-
-
-def a_queue(**overrides: object) -> Queue:
-    fields: dict[str, object] = {
-        "id": QueueId("q"),
-        "repository_id": RepositoryId("r"),
-        "branch": "main",
-        "state": QueueState.RUNNING,
-        "mode": QueueMode.SINGLE,
-        "config": QueueConfig(),
-        "created_at": T0,
-        "updated_at": T0,
-    }
-    fields.update(overrides)
-    return Queue(**fields)  # type: ignore[arg-type]
+from tests.support.builders import make_queue
 
 
 def test_only_the_given_settings_change() -> None:
-    queue = a_queue()
+    queue = make_queue()
     updated = apply_update(
         queue,
         QueueUpdate(concurrency=5, merge_method=MergeMethod.REBASE),
@@ -44,7 +25,7 @@ def test_only_the_given_settings_change() -> None:
 
 
 def test_an_empty_required_statuses_list_is_ignored_and_delete_clears() -> None:
-    queue = a_queue(config=QueueConfig(required_statuses=("ci",)))
+    queue = make_queue(config=QueueConfig(required_statuses=("ci",)))
     kept = apply_update(queue, QueueUpdate(required_statuses=()), has_admitted_entries=False)
     cleared = apply_update(
         queue, QueueUpdate(delete_required_statuses=True), has_admitted_entries=False
@@ -55,7 +36,7 @@ def test_an_empty_required_statuses_list_is_ignored_and_delete_clears() -> None:
 
 def test_an_empty_queue_switches_mode_at_once() -> None:
     updated = apply_update(
-        a_queue(), QueueUpdate(mode=QueueMode.PARALLEL), has_admitted_entries=False
+        make_queue(), QueueUpdate(mode=QueueMode.PARALLEL), has_admitted_entries=False
     )
     assert (updated.mode, updated.state, updated.pending_mode) == (
         QueueMode.PARALLEL,
@@ -67,7 +48,7 @@ def test_an_empty_queue_switches_mode_at_once() -> None:
 @pytest.mark.parametrize("state", [QueueState.RUNNING, QueueState.DRAINING])
 def test_a_busy_queue_switches_through_switching_modes(state: QueueState) -> None:
     updated = apply_update(
-        a_queue(state=state), QueueUpdate(mode=QueueMode.PARALLEL), has_admitted_entries=True
+        make_queue(state=state), QueueUpdate(mode=QueueMode.PARALLEL), has_admitted_entries=True
     )
     assert (updated.mode, updated.state, updated.pending_mode) == (
         QueueMode.SINGLE,
@@ -79,8 +60,8 @@ def test_a_busy_queue_switches_through_switching_modes(state: QueueState) -> Non
 @pytest.mark.parametrize(
     ("queue", "update"),
     [
-        (a_queue(state=QueueState.PAUSED), QueueUpdate(mode=QueueMode.PARALLEL)),
-        (a_queue(), QueueUpdate(state=QueueState.PAUSED, mode=QueueMode.PARALLEL)),
+        (make_queue(state=QueueState.PAUSED), QueueUpdate(mode=QueueMode.PARALLEL)),
+        (make_queue(), QueueUpdate(state=QueueState.PAUSED, mode=QueueMode.PARALLEL)),
     ],
 )
 def test_a_paused_busy_queue_does_not_lose_its_pause_to_a_mode_switch(
@@ -92,7 +73,7 @@ def test_a_paused_busy_queue_does_not_lose_its_pause_to_a_mode_switch(
 
 
 def test_nothing_changes_while_switching_modes() -> None:
-    queue = a_queue(state=QueueState.SWITCHING_MODES, pending_mode=QueueMode.PARALLEL)
+    queue = make_queue(state=QueueState.SWITCHING_MODES, pending_mode=QueueMode.PARALLEL)
     with pytest.raises(Conflict):
         apply_update(queue, QueueUpdate(concurrency=3), has_admitted_entries=True)
 
@@ -100,5 +81,5 @@ def test_nothing_changes_while_switching_modes() -> None:
 def test_switching_modes_cannot_be_set_by_a_client() -> None:
     with pytest.raises(InvalidInput):
         apply_update(
-            a_queue(), QueueUpdate(state=QueueState.SWITCHING_MODES), has_admitted_entries=False
+            make_queue(), QueueUpdate(state=QueueState.SWITCHING_MODES), has_admitted_entries=False
         )

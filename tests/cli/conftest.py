@@ -17,7 +17,7 @@ from typer.testing import CliRunner, Result
 from keepgreen.bootstrap import Container
 from keepgreen.cli.main import app
 from keepgreen.web.app import create_app
-from tests.conftest import REPO_JSON
+from tests.support.wire import assert_error, queue_body
 
 REPO_ARG = "github.com/acme/widgets"
 START_TIMEOUT_SECONDS = 10.0
@@ -79,9 +79,13 @@ class Cli:
         """The same server, straight through HTTP (to check what a command did)."""
         return httpx.post(
             f"{self.url}/{verb}",
-            json={"repo": REPO_JSON, "targetBranch": "main", **fields},
+            json=queue_body(**fields),
             headers={"x-api-token": self.token},
         )
+
+    def api_error(self, verb: str, status: int, **fields: object) -> str:
+        """The server's message when it refuses `verb` with `status` (what the CLI must print)."""
+        return assert_error(self.api(verb, **fields), status)
 
     def api_json(self, verb: str, **fields: object) -> Any:
         response = self.api(verb, **fields)

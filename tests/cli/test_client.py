@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-import httpx
 import pytest
 from typer.testing import Result
 
@@ -13,8 +12,8 @@ from keepgreen.app.pull_requests import QueueTarget
 from keepgreen.bootstrap import Container
 from keepgreen.core.enums import PrState
 from tests.cli.conftest import REPO_ARG, Cli, free_port
-from tests.conftest import REPO, REPO_JSON
 from tests.support.gitrepo import GitRepo
+from tests.support.wire import REPO
 
 R = ("--repo", REPO_ARG)
 
@@ -98,20 +97,17 @@ def test_submit_skip_the_line_is_urgent(cli: Cli, queued: GitRepo) -> None:
 
 def test_submit_reports_the_servers_refusal_of_a_bad_priority(cli: Cli, queued: GitRepo) -> None:
     queued.open_pr(1, {"a.txt": "a\n"})
-    expected = cli.api("submitPullRequest", pr={"number": 1}, priority="soonish")
-    assert expected.status_code == 400
+    message = cli.api_error("submitPullRequest", 400, pr={"number": 1}, priority="soonish")
 
     result = cli("submit", "1", *R, "--priority", "soonish")
 
-    assert_error(result, 1, expected.json()["error"]["message"])
+    assert_error(result, 1, message)
     assert "soonish" in result.stderr
     assert states(cli) == []
 
 
 def test_submit_of_a_pr_the_repository_does_not_have(cli: Cli, queued: GitRepo) -> None:
-    expected = cli.api("submitPullRequest", pr={"number": 7})
-    assert expected.status_code == 404
-    message = expected.json()["error"]["message"]
+    message = cli.api_error("submitPullRequest", 404, pr={"number": 7})
     assert "refs/pull/7/head" in message
 
     assert_error(cli("submit", "7", *R), 1, message)
@@ -137,10 +133,9 @@ def test_cancel_takes_the_pr_out_of_the_queue(cli: Cli, queued: GitRepo) -> None
 def test_cancel_of_a_pr_not_in_the_queue_prints_the_servers_message(
     cli: Cli, queued: GitRepo
 ) -> None:
-    expected = cli.api("cancelPullRequest", pr={"number": 9})
-    assert expected.status_code == 404
+    message = cli.api_error("cancelPullRequest", 404, pr={"number": 9})
 
-    assert_error(cli("cancel", "9", *R), 1, expected.json()["error"]["message"])
+    assert_error(cli("cancel", "9", *R), 1, message)
 
 
 def test_restart_sends_a_testing_pr_back_to_pending(
@@ -162,10 +157,9 @@ def test_restart_sends_a_testing_pr_back_to_pending(
 def test_restart_of_a_pending_pr_is_refused(cli: Cli, queued: GitRepo) -> None:
     queued.open_pr(1, {"a.txt": "a\n"})
     cli.ok("submit", "1", *R)
-    expected = cli.api("restartTestsOnPullRequest", pr={"number": 1})
-    assert expected.status_code == 409
+    message = cli.api_error("restartTestsOnPullRequest", 409, pr={"number": 1})
 
-    assert_error(cli("restart", "1", *R), 1, expected.json()["error"]["message"])
+    assert_error(cli("restart", "1", *R), 1, message)
     assert states(cli) == [(1, "pending")]
 
 
@@ -216,10 +210,9 @@ def test_status_shows_titles_as_written_not_as_markup(cli: Cli, queued: GitRepo)
 def test_status_of_a_pr_never_submitted_prints_the_servers_message(
     cli: Cli, queued: GitRepo
 ) -> None:
-    expected = cli.api("getSubmittedPullRequest", pr={"number": 5})
-    assert expected.status_code == 404
+    message = cli.api_error("getSubmittedPullRequest", 404, pr={"number": 5})
 
-    assert_error(cli("status", "5", *R), 1, expected.json()["error"]["message"])
+    assert_error(cli("status", "5", *R), 1, message)
 
 
 # -- queue show, create, delete -------------------------------------------------------------------
@@ -268,10 +261,9 @@ def test_queue_create_with_mode_and_concurrency(cli: Cli, registered_repo: GitRe
 
 
 def test_queue_create_twice_is_a_conflict(cli: Cli, queued: GitRepo) -> None:
-    expected = cli.api("createQueue")
-    assert expected.status_code == 409
+    message = cli.api_error("createQueue", 409)
 
-    assert_error(cli("queue", "create", *R), 1, expected.json()["error"]["message"])
+    assert_error(cli("queue", "create", *R), 1, message)
 
 
 def test_queue_delete_removes_the_queue(cli: Cli, queued: GitRepo) -> None:
@@ -284,10 +276,9 @@ def test_queue_delete_removes_the_queue(cli: Cli, queued: GitRepo) -> None:
 def test_queue_delete_refuses_a_queue_with_prs(cli: Cli, queued: GitRepo) -> None:
     queued.open_pr(1, {"a.txt": "a\n"})
     cli.ok("submit", "1", *R)
-    expected = cli.api("deleteQueue")
-    assert expected.status_code == 409
+    message = cli.api_error("deleteQueue", 409)
 
-    assert_error(cli("queue", "delete", *R), 1, expected.json()["error"]["message"])
+    assert_error(cli("queue", "delete", *R), 1, message)
     assert states(cli) == [(1, "pending")]
 
 
@@ -433,16 +424,11 @@ def test_a_missing_token_is_a_usage_error(cli: Cli, args: tuple[str, ...]) -> No
 
 
 def test_a_wrong_token_prints_the_servers_message(cli: Cli, queued: GitRepo) -> None:
-    expected = httpx.post(
-        f"{cli.url}/getQueue",
-        json={"repo": REPO_JSON, "targetBranch": "main"},
-        headers={"x-api-token": "not-a-token"},
-    )
-    assert expected.status_code == 401
+    message = replace(cli, token="not-a-token").api_error("getQueue", 401)
 
     result = cli("queue", "show", *R, env={"KEEPGREEN_TOKEN": "not-a-token"})
 
-    assert_error(result, 1, expected.json()["error"]["message"])
+    assert_error(result, 1, message)
 
 
 def test_an_unreachable_server_is_named(cli: Cli) -> None:

@@ -22,8 +22,8 @@ from keepgreen.bootstrap import bootstrap
 from keepgreen.core.enums import PrState
 from keepgreen.settings import Settings
 from tests.cli.conftest import REPO_ARG, free_port
-from tests.conftest import REPO, REPO_JSON
 from tests.support.gitrepo import GitRepo
+from tests.support.wire import REPO, queue_body
 
 pytestmark = pytest.mark.slow
 
@@ -160,8 +160,7 @@ def test_token_repo_serve_submit_and_status(
     headers = {"x-api-token": token}
 
     def post(verb: str, **fields: object) -> httpx.Response:
-        body = {"repo": REPO_JSON, "targetBranch": "main", **fields}
-        return httpx.post(f"{url}/{verb}", json=body, headers=headers, timeout=30)
+        return httpx.post(f"{url}/{verb}", json=queue_body(**fields), headers=headers, timeout=30)
 
     assert post("getQueue").status_code == 404
     created_queue = post("createQueue")

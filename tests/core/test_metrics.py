@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -138,16 +139,17 @@ def test_cumulative_counts_are_monotone_and_end_at_count(observations: list[floa
 
 
 def test_depth_counts_admitted_entries_and_awaiting_counts_not_ready() -> None:
-    entries = (
-        make_entry(number=1, state=PrState.PENDING),
-        make_entry(number=2, state=PrState.TESTING),
-        make_entry(number=3, state=PrState.TESTS_PASSED),
-        make_entry(number=4, state=PrState.PENDING_FAILURE),
-        make_entry(number=5, state=PrState.NOT_READY),
-        make_entry(number=6, state=PrState.NOT_READY),
-        make_entry(number=7, state=PrState.MERGED),
-        make_entry(number=8, state=PrState.CANCELLED),
+    states = (
+        PrState.PENDING,
+        PrState.TESTING,
+        PrState.TESTS_PASSED,
+        PrState.PENDING_FAILURE,
+        PrState.NOT_READY,
+        PrState.NOT_READY,
+        PrState.MERGED,
+        PrState.CANCELLED,
     )
+    entries = tuple(make_entry(number=n, state=state) for n, state in enumerate(states, start=1))
     main, bisection = compute(entries=entries)
     assert (main.depth, main.awaiting_mergeability, main.testing_slots_active) == (4, 2, 1)
     assert (bisection.depth, bisection.awaiting_mergeability) == (0, 0)
@@ -273,24 +275,9 @@ def test_a_resubmission_starts_a_new_episode() -> None:
 
 def test_bisection_runs_count_test_time_and_restarts_under_bisection() -> None:
     run = TestRunId("run-b")
-    changes = history(1, at(0, SUBMIT), at(0, READY))
-    changes.append(
-        make_change(
-            from_state=PrState.PENDING,
-            to_state=PrState.TESTING,
-            reason=StateReason.TESTS_STARTED,
-            at=minutes(1),
-            test_run_id=run,
-        )
-    )
-    changes.append(
-        make_change(
-            from_state=PrState.TESTING,
-            to_state=PrState.PENDING,
-            reason=StateReason.PREDECESSOR_CHANGED,
-            at=minutes(6),
-        )
-    )
+    preempt = (PrState.PENDING, StateReason.PREDECESSOR_CHANGED)
+    changes = history(1, at(0, SUBMIT), at(0, READY), at(1, START), at(6, preempt))
+    changes[2] = replace(changes[2], test_run_id=run)  # testing started in the bisection run
     main, bisection = compute(changes=changes, kinds={run: TestRunKind.BISECTION})
     assert (bisection.restarts, bisection.test_duration.total) == (1, 300)
     assert (main.restarts, main.test_duration.count) == (0, 0)

@@ -20,6 +20,14 @@ def numbers(entries: tuple[QueueEntry, ...]) -> list[int]:
     return [e.number for e in entries]
 
 
+def numbered(*specs: tuple[PrState, int]) -> list[QueueEntry]:
+    """Entries 1, 2, 3, ... (admitted in that order) with these (state, priority value)."""
+    return [
+        make_entry(number=number, state=state, priority=priority)
+        for number, (state, priority) in enumerate(specs, start=1)
+    ]
+
+
 def test_empty_queue_has_empty_order() -> None:
     assert queue_order([]) == ()
 
@@ -28,14 +36,14 @@ def test_empty_queue_has_empty_order() -> None:
     ("entries", "expected"),
     [
         pytest.param(
-            [
-                make_entry(number=1, state=PrState.NOT_READY),
-                make_entry(number=2, state=PrState.PENDING),
-                make_entry(number=3, state=PrState.MERGED),
-                make_entry(number=4, state=PrState.FAILED),
-                make_entry(number=5, state=PrState.CANCELLED),
-                make_entry(number=6, state=PrState.TESTING),
-            ],
+            numbered(
+                (PrState.NOT_READY, 100),
+                (PrState.PENDING, 100),
+                (PrState.MERGED, 100),
+                (PrState.FAILED, 100),
+                (PrState.CANCELLED, 100),
+                (PrState.TESTING, 100),
+            ),
             [6, 2],
             id="not_ready_and_terminal_entries_are_not_in_the_queue",
         ),
@@ -48,30 +56,27 @@ def test_empty_queue_has_empty_order() -> None:
             id="equal_priority_waits_in_admission_order",
         ),
         pytest.param(
-            [
-                make_entry(number=1, state=PrState.PENDING, priority=200),
-                make_entry(number=2, state=PrState.PENDING, priority=100),
-                make_entry(number=3, state=PrState.PENDING, priority=0),
-                make_entry(number=4, state=PrState.PENDING, priority=10),
-            ],
+            numbered(
+                (PrState.PENDING, 200),
+                (PrState.PENDING, 100),
+                (PrState.PENDING, 0),
+                (PrState.PENDING, 10),
+            ),
             [3, 4, 2, 1],
             id="lower_priority_value_goes_first_among_waiting",
         ),
         pytest.param(
-            [
-                make_entry(number=1, state=PrState.TESTING, priority=200),
-                make_entry(number=2, state=PrState.PENDING, priority=0),
-                make_entry(number=3, state=PrState.TESTS_PASSED, priority=255),
-                make_entry(number=4, state=PrState.PENDING_FAILURE, priority=100),
-            ],
+            numbered(
+                (PrState.TESTING, 200),
+                (PrState.PENDING, 0),
+                (PrState.TESTS_PASSED, 255),
+                (PrState.PENDING_FAILURE, 100),
+            ),
             [1, 3, 4, 2],
             id="started_entries_stay_ahead_of_urgent_waiting_ones",
         ),
         pytest.param(
-            [
-                make_entry(number=1, state=PrState.TESTING, priority=200),
-                make_entry(number=2, state=PrState.TESTING, priority=0),
-            ],
+            numbered((PrState.TESTING, 200), (PrState.TESTING, 0)),
             [1, 2],
             id="priority_does_not_reorder_started_entries",
         ),

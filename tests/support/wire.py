@@ -108,11 +108,6 @@ def parse_iso(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
-def error_code(response: Any) -> str:
-    code: str = response.json()["error"]["code"]
-    return code
-
-
 def assert_error(response: Any, status: int, code: str | None = None) -> str:
     """The JSON error shape with `status` (and `code` when given); returns the message."""
     assert response.status_code == status, response.text

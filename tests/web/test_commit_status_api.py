@@ -14,8 +14,9 @@ import pytest
 from keepgreen.bootstrap import Container
 from keepgreen.core.enums import CommitState
 from keepgreen.core.model import CommitStatus, RepoRef
-from tests.conftest import REPO, REPO_JSON, Api, FakeClock
+from tests.conftest import FakeClock
 from tests.support.gitrepo import GitRepo
+from tests.support.wire import REPO, REPO_JSON, Api, assert_error, assert_invalid, repo_json
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 OTHER_SHA = "fedcba9876543210fedcba9876543210fedcba98"
@@ -45,13 +46,6 @@ def statuses(
 
 def by_context(container: Container, token: str, sha: str = SHA) -> dict[str, CommitState]:
     return {s.context: s.state for s in statuses(container, token, sha)}
-
-
-def assert_invalid(response: Any, field: str) -> None:
-    assert response.status_code == 400, response.text
-    error = response.json()["error"]
-    assert set(error) == {"code", "message"}
-    assert field in error["message"], error["message"]
 
 
 def test_a_status_is_stored(api: Api, container: Container, clock: FakeClock) -> None:
@@ -217,8 +211,7 @@ def test_a_url_or_description_of_the_maximum_length_is_stored(
 
 def test_an_unknown_repo_is_404(api: Api) -> None:
     response = report(api, repo={**REPO_JSON, "name": "no-such-repo"})
-    assert response.status_code == 404, response.text
-    assert response.json()["error"]["code"] == "repository_not_found"
+    assert_error(response, 404, "repository_not_found")
 
 
 def test_another_orgs_repo_is_404_and_nothing_is_stored(
@@ -226,8 +219,7 @@ def test_another_orgs_repo_is_404_and_nothing_is_stored(
 ) -> None:
     theirs = Api(api.client, other_token, dict(REPO_JSON))
     response = report(theirs, state="failure")
-    assert response.status_code == 404, response.text
-    assert response.json()["error"]["code"] == "repository_not_found"
+    assert_error(response, 404, "repository_not_found")
     assert statuses(container, api.token) == []
 
 
@@ -237,8 +229,7 @@ def test_statuses_are_kept_per_repository(api: Api, container: Container, tmp_pa
         org_slug="acme", ref=other, git_url=str(GitRepo(tmp_path / "gadgets").path), ci_command=None
     )
     reported(api, state="success")
-    gadgets = {"host": other.host, "owner": other.owner, "name": other.name}
-    reported(api, state="failure", repo=gadgets)
+    reported(api, state="failure", repo=repo_json(other))
     assert by_context(container, api.token) == {"ci/build": CommitState.SUCCESS}
     assert [s.state for s in statuses(container, api.token, ref=other)] == [CommitState.FAILURE]
 
@@ -246,8 +237,7 @@ def test_statuses_are_kept_per_repository(api: Api, container: Container, tmp_pa
 def test_no_token_is_401_and_nothing_is_stored(api: Api, container: Container) -> None:
     body = {"repo": REPO_JSON, "sha": SHA, "context": "ci", "state": "success"}
     response = api.client.post("/v1/setCommitStatus", json=body)
-    assert response.status_code == 401
-    assert response.json()["error"]["code"] == "unauthorized"
+    assert_error(response, 401, "unauthorized")
     assert statuses(container, api.token) == []
 
 

@@ -24,6 +24,7 @@ from tests.support.gitrepo import GitRepo
 from tests.support.store import entry_now, move_entry
 from tests.support.wire import (
     Api,
+    assert_error,
     open_and_submit,
     pr_verb,
     repo_json,
@@ -192,29 +193,29 @@ def test_cancelled_prs_leave_depth_and_awaiting(queue: Api, registered_repo: Git
     assert gauge(families, "mq_awaiting_mergeability") == 0
 
 
-def test_testing_prs_use_main_testing_slots_and_stay_in_depth(
-    queue: Api, registered_repo: GitRepo, container: Container, clock: FakeClock
+@pytest.mark.parametrize(
+    ("kind", "slots", "other_slots"),
+    [(TestRunKind.MAIN, MAIN, BISECTION), (TestRunKind.BISECTION, BISECTION, MAIN)],
+    ids=["main", "bisection"],
+)
+def test_testing_prs_use_the_slots_of_their_runs_kind_and_stay_in_depth(
+    queue: Api,
+    registered_repo: GitRepo,
+    container: Container,
+    clock: FakeClock,
+    kind: TestRunKind,
+    slots: dict[str, str],
+    other_slots: dict[str, str],
 ) -> None:
     for number in (1, 2, 3):
         open_and_submit(queue, registered_repo, number)
     for number in (1, 2):
-        run = add_run(container, clock, number, TestRunKind.MAIN)
+        run = add_run(container, clock, number, kind)
         move_entry(container, number, PrState.TESTING, clock(), StateReason.TESTS_STARTED, run)
     families = scrape(queue)
-    assert gauge(families, "mq_testing_slots_active") == 2
-    assert gauge(families, "mq_testing_slots_active", BISECTION) == 0
+    assert gauge(families, "mq_testing_slots_active", slots) == 2
+    assert gauge(families, "mq_testing_slots_active", other_slots) == 0
     assert gauge(families, "mq_depth_current") == 3
-
-
-def test_a_pr_testing_in_a_bisection_run_uses_a_bisection_slot(
-    queue: Api, registered_repo: GitRepo, container: Container, clock: FakeClock
-) -> None:
-    open_and_submit(queue, registered_repo, 1)
-    run = add_run(container, clock, 1, TestRunKind.BISECTION)
-    move_entry(container, 1, PrState.TESTING, clock(), StateReason.TESTS_STARTED, run)
-    families = scrape(queue)
-    assert gauge(families, "mq_testing_slots_active", BISECTION) == 1
-    assert gauge(families, "mq_testing_slots_active") == 0
 
 
 # -- rolling one-hour series --------------------------------------------------------------------
@@ -405,8 +406,7 @@ def test_control_characters_in_repo_or_host_are_400(queue: Api, repo: str, host:
 )
 def test_an_unknown_repository_is_404(queue: Api, repo: str, host: str) -> None:
     response = get_metrics(queue, repo=repo, repoHost=host)
-    assert response.status_code == 404
-    assert response.json()["error"]["code"] == "repository_not_found"
+    assert_error(response, 404, "repository_not_found")
 
 
 def test_another_orgs_repository_is_404(queue: Api, other_token: str) -> None:

@@ -27,7 +27,8 @@ from tests.support.wire import (
     READINESS_KEYS,
     SUBMITTED_KEYS,
     Api,
-    error_code,
+    assert_error,
+    assert_invalid,
     get_pr,
     open_and_submit,
     parse_iso,
@@ -148,8 +149,7 @@ def test_submit_accepts_numeric_priorities(
 def test_submit_refuses_bad_priorities(queue: Api, registered_repo: GitRepo, bad: object) -> None:
     registered_repo.open_pr(1, {"a.txt": "a\n"})
     response = submit(queue, 1, priority=bad)
-    assert response.status_code == 400, response.text
-    assert "priority" in response.json()["error"]["message"]
+    assert_invalid(response, "priority")
     assert pr_verb(queue, "getSubmittedPullRequest", 1).status_code == 404
 
 
@@ -228,23 +228,20 @@ def test_submit_accepts_the_pr_number_as_a_string(queue: Api, registered_repo: G
 
 def test_submit_of_an_unknown_pr_is_404(queue: Api) -> None:
     response = submit(queue, 77)
-    assert response.status_code == 404
-    assert error_code(response) == "pull_request_not_found"
+    assert_error(response, 404, "pull_request_not_found")
 
 
 def test_submit_to_a_branch_without_queue_is_404(queue: Api, registered_repo: GitRepo) -> None:
     registered_repo.open_pr(1, {"a.txt": "a\n"})
     response = queue.post("submitPullRequest", targetBranch="develop", pr={"number": 1})
-    assert response.status_code == 404
-    assert error_code(response) == "queue_not_found"
+    assert_error(response, 404, "queue_not_found")
 
 
 def test_submit_to_a_draining_queue_is_409(queue: Api, registered_repo: GitRepo) -> None:
     registered_repo.open_pr(1, {"a.txt": "a\n"})
     update_queue(queue, state="draining")
     response = submit(queue, 1)
-    assert response.status_code == 409
-    assert error_code(response) == "queue_draining"
+    assert_error(response, 409, "queue_draining")
     assert pr_verb(queue, "getSubmittedPullRequest", 1).status_code == 404
 
 
@@ -325,8 +322,7 @@ def test_resubmitting_a_merged_pr_with_the_same_head_is_409(
     open_and_submit(queue, registered_repo, 1)
     move(container, clock, 1, PrState.MERGED, StateReason.MERGED_BY_QUEUE)
     response = submit(queue, 1)
-    assert response.status_code == 409
-    assert error_code(response) == "already_merged"
+    assert_error(response, 409, "already_merged")
     assert get_pr(queue, 1)["state"] == "merged"
 
 
@@ -399,8 +395,7 @@ def test_a_merged_pr_cannot_be_cancelled(
 def test_restarting_a_pending_pr_is_409(queue: Api, registered_repo: GitRepo) -> None:
     open_and_submit(queue, registered_repo, 1)
     response = pr_verb(queue, "restartTestsOnPullRequest", 1)
-    assert response.status_code == 409
-    assert error_code(response) == "not_restartable"
+    assert_error(response, 409, "not_restartable")
     assert get_pr(queue, 1)["state"] == "pending"
 
 
@@ -461,16 +456,14 @@ def test_get_submitted_pull_request_has_the_documented_shape(
 def test_get_of_a_never_submitted_pr_is_404(queue: Api, registered_repo: GitRepo) -> None:
     registered_repo.open_pr(1, {"a.txt": "a\n"})
     response = pr_verb(queue, "getSubmittedPullRequest", 1)
-    assert response.status_code == 404
-    assert error_code(response) == "pull_request_not_found"
+    assert_error(response, 404, "pull_request_not_found")
 
 
 def test_get_is_scoped_to_the_queue(queue: Api, registered_repo: GitRepo) -> None:
     open_and_submit(queue, registered_repo, 1)
     assert queue.post("createQueue", targetBranch="release").status_code == 200
     response = queue.post("getSubmittedPullRequest", targetBranch="release", pr={"number": 1})
-    assert response.status_code == 404
-    assert error_code(response) == "pull_request_not_found"
+    assert_error(response, 404, "pull_request_not_found")
 
 
 def test_another_org_cannot_read_the_pr(
@@ -647,8 +640,7 @@ def test_list_with_a_nul_in_the_cursor_is_refused_not_a_crash(queue: Api) -> Non
 @pytest.mark.parametrize("take", [0, 101, -1, "10"])
 def test_list_refuses_take_out_of_1_to_100(queue: Api, take: object) -> None:
     response = list_prs(queue, take=take)
-    assert response.status_code == 400
-    assert "take" in response.json()["error"]["message"]
+    assert_invalid(response, "take")
 
 
 def test_list_refuses_a_malformed_since(queue: Api) -> None:
@@ -712,8 +704,7 @@ def test_set_impacted_targets_refuses_a_non_hex_sha(
     queue: Api, registered_repo: GitRepo, sha: str
 ) -> None:
     response = set_targets(queue, 5, sha, "ALL")
-    assert response.status_code == 400
-    assert "sha" in response.json()["error"]["message"]
+    assert_invalid(response, "sha")
 
 
 @pytest.mark.parametrize("targets", [5, ["a", 1], "SOME", None, {"a": 1}])
@@ -722,8 +713,7 @@ def test_set_impacted_targets_refuses_bad_targets(
 ) -> None:
     sha = registered_repo.open_pr(5, {"a.txt": "a\n"})
     response = set_targets(queue, 5, sha, targets)
-    assert response.status_code == 400
-    assert "impactedTargets" in response.json()["error"]["message"]
+    assert_invalid(response, "impactedTargets")
 
 
 def test_set_impacted_targets_refuses_pr_number_zero(queue: Api, registered_repo: GitRepo) -> None:
@@ -744,8 +734,7 @@ def test_set_impacted_targets_on_an_unknown_queue_is_404(
 ) -> None:
     sha = registered_repo.open_pr(5, {"a.txt": "a\n"})
     response = set_targets(api, 5, sha, "ALL")
-    assert response.status_code == 404
-    assert error_code(response) == "queue_not_found"
+    assert_error(response, 404, "queue_not_found")
 
 
 # -- getMergeQueueTestingDetails ----------------------------------------------------------------
@@ -831,8 +820,7 @@ def test_testing_details_name_a_finished_run_status(
 
 def test_testing_details_of_an_unknown_run_are_404(queue: Api) -> None:
     response = details(queue, str(uuid.uuid4()))
-    assert response.status_code == 404
-    assert error_code(response) == "test_run_not_found"
+    assert_error(response, 404, "test_run_not_found")
 
 
 def test_a_run_id_with_a_nul_is_refused_not_a_crash(queue: Api) -> None:

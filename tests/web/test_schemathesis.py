@@ -19,8 +19,8 @@ from schemathesis.specs.openapi.checks import (
 
 from keepgreen.bootstrap import Container
 from keepgreen.web.app import create_app
-from tests.conftest import REPO, REPO_JSON
 from tests.support.gitrepo import GitRepo
+from tests.support.wire import REPO, REPO_JSON, queue_body
 
 
 @pytest.fixture
@@ -31,11 +31,10 @@ def api_schema(container: Container, registered_repo: GitRepo, token: str) -> ob
     registered_repo.open_pr(1, {"a.txt": "a\n"}, title="Add a")
     with TestClient(app) as client:
         headers = {"x-api-token": token}
-        client.post("/v1/createQueue", json={"repo": REPO_JSON, "targetBranch": "main"},
-                    headers=headers)  # fmt: skip
+        client.post("/v1/createQueue", json=queue_body(), headers=headers)
         client.post(
             "/v1/submitPullRequest",
-            json={"repo": REPO_JSON, "targetBranch": "main", "pr": {"number": 1}},
+            json=queue_body(pr={"number": 1}),
             headers=headers,
         )
     return schemathesis.openapi.from_asgi("/v1/openapi.json", app)
