@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from sqlalchemy import inspect, text
@@ -11,7 +13,7 @@ from sqlalchemy.engine import make_url
 
 from keepgreen.adapters.db.engine import make_engine, migrate
 from keepgreen.adapters.db.tables import Base
-from tests.conftest import PG_URL
+from tests.conftest import BACKENDS, PG_URL
 
 
 def test_migrating_twice_changes_nothing(database_url: str) -> None:
@@ -23,25 +25,34 @@ def test_migrating_twice_changes_nothing(database_url: str) -> None:
     assert set(Base.metadata.tables) <= tables
 
 
-@pytest.mark.skipif(PG_URL is None, reason="needs KEEPGREEN_TEST_DATABASE_URL (PostgreSQL)")
-def test_processes_starting_together_migrate_once() -> None:
-    """Four engines (as four processes would) migrate one empty schema at the same moment."""
+@pytest.fixture(params=BACKENDS)
+def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database with no tables at all: a new SQLite file, or a new PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'empty.db'}"
+        return
     assert PG_URL is not None
     schema = f"kg_race_{uuid.uuid4().hex[:10]}"
     admin = make_engine(PG_URL)
     with admin.begin() as connection:
         connection.execute(text(f'CREATE SCHEMA "{schema}"'))
     url = make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
-    engines = [make_engine(url.render_as_string(hide_password=False)) for _ in range(4)]
+    yield url.render_as_string(hide_password=False)
+    with admin.begin() as connection:
+        connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    admin.dispose()
+
+
+def test_processes_starting_together_migrate_once(empty_database_url: str) -> None:
+    """Four engines (as four processes would) migrate one empty database at the same moment."""
+    engines = [make_engine(empty_database_url) for _ in range(4)]
     try:
         with ThreadPoolExecutor(len(engines)) as pool:
             list(pool.map(migrate, engines))
         with engines[0].connect() as connection:
             versions = connection.execute(text("SELECT version_num FROM alembic_version")).all()
         assert len(versions) == 1
+        assert set(Base.metadata.tables) <= set(inspect(engines[0]).get_table_names())
     finally:
         for engine in engines:
             engine.dispose()
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()

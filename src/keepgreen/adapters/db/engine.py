@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 from pathlib import Path
 from typing import Any
 
@@ -54,16 +55,26 @@ def alembic_config(engine: Engine | None = None) -> Config:
 def migrate(engine: Engine) -> None:
     """Bring the database to the newest schema (idempotent).
 
-    On PostgreSQL an advisory lock serialises processes that start together (several
-    `keepgreen serve`/`worker` processes on one database), so only one of them migrates.
+    Processes that start together (several `keepgreen serve`/`worker` processes, or a CLI
+    command beside the server) migrate one at a time: PostgreSQL through an advisory lock,
+    a SQLite file through an OS file lock beside it.
     """
-    if engine.dialect.name != "postgresql":
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as lock:
+            lock.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+            try:
+                command.upgrade(alembic_config(engine), "head")
+            finally:
+                lock.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_KEY})
+                lock.commit()
+        return
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or not database or database == ":memory:":
         command.upgrade(alembic_config(engine), "head")
         return
-    with engine.connect() as lock:
-        lock.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+    with Path(f"{database}.migrate-lock").open("a") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
         try:
             command.upgrade(alembic_config(engine), "head")
         finally:
-            lock.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_KEY})
-            lock.commit()
+            fcntl.flock(lock_file, fcntl.LOCK_UN)
