@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,7 +15,6 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 
 from keepgreen.adapters.db.engine import make_engine, migrate
 from keepgreen.adapters.db.tables import Base
@@ -24,6 +22,7 @@ from keepgreen.bootstrap import Container, bootstrap
 from keepgreen.settings import Settings
 from keepgreen.web.app import create_app
 from tests.support.gitrepo import GitRepo
+from tests.support.pgschema import fresh_schema
 from tests.support.wire import REPO, REPO_JSON, Api
 
 PG_URL = os.environ.get("KEEPGREEN_TEST_DATABASE_URL")
@@ -58,19 +57,11 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def pg_schema_url() -> Iterator[str]:
     """A fresh PostgreSQL schema for this test session, migrated once."""
     assert PG_URL is not None
-    schema = f"kg_test_{uuid.uuid4().hex[:12]}"
-    admin = make_engine(PG_URL)
-    with admin.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    url = make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
-    rendered = url.render_as_string(hide_password=False)
-    engine = make_engine(rendered)
-    migrate(engine)
-    engine.dispose()
-    yield rendered
-    with admin.begin() as connection:
-        connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-    admin.dispose()
+    with fresh_schema(PG_URL, prefix="kg_test") as url:
+        engine = make_engine(url)
+        migrate(engine)
+        engine.dispose()
+        yield url
 
 
 @pytest.fixture(params=BACKENDS)

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from sqlalchemy import inspect, text
-from sqlalchemy.engine import make_url
 
 from keepgreen.adapters.db.engine import make_engine, migrate
 from keepgreen.adapters.db.tables import Base
 from tests.conftest import BACKENDS, PG_URL
+from tests.support.pgschema import fresh_schema
 
 
 def test_migrating_twice_changes_nothing(database_url: str) -> None:
@@ -32,15 +31,8 @@ def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
         yield f"sqlite:///{tmp_path / 'empty.db'}"
         return
     assert PG_URL is not None
-    schema = f"kg_race_{uuid.uuid4().hex[:10]}"
-    admin = make_engine(PG_URL)
-    with admin.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    url = make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
-    yield url.render_as_string(hide_password=False)
-    with admin.begin() as connection:
-        connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-    admin.dispose()
+    with fresh_schema(PG_URL, prefix="kg_race") as url:
+        yield url
 
 
 def test_processes_starting_together_migrate_once(empty_database_url: str) -> None:
