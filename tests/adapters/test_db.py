@@ -197,6 +197,19 @@ def test_history_since_returns_whole_histories_of_recent_entries(
     ]
 
 
+def test_an_entry_history_reads_back_oldest_first(container: Container, queue: Queue) -> None:
+    pr = make_entry(number=1)
+    steps = [(PrState.NOT_READY, T0 + timedelta(minutes=2)), (PrState.PENDING, T0)]
+    with container.unit_of_work() as uow:
+        uow.entries.add(pr)
+        for state, at in steps:
+            uow.history.add(make_change(pull_request_id=pr.id, to_state=state, at=at))
+        uow.commit()
+    with container.unit_of_work() as uow:
+        history = uow.history.list_for_entry(pr.id)
+    assert [(c.to_state, c.at) for c in history] == sorted(steps, key=lambda step: step[1])
+
+
 def test_deleting_a_queue_removes_everything_under_it(container: Container, queue: Queue) -> None:
     e = make_entry(number=1, state=PrState.MERGED)
     with container.unit_of_work() as uow:

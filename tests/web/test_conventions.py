@@ -257,7 +257,9 @@ def test_a_body_that_is_not_an_object_is_400(queue: Api, verb: str, content: byt
 
 @pytest.mark.parametrize("content", [b"[{}]", b"42", b"null", b"true", b'["repo"]'], ids=repr)
 def test_a_json_value_that_is_not_an_object_is_400(queue: Api, content: bytes) -> None:
-    assert_error(post_raw(queue.client, "updateQueue", content, queue.token), 400)
+    response = post_raw(queue.client, "updateQueue", content, queue.token)
+    assert_error(response, 400)
+    assert response.json()["error"]["message"] == "the request body must be a JSON object"
 
 
 def test_deeply_nested_json_is_400(queue: Api) -> None:

@@ -111,7 +111,6 @@ class StateReason(StrEnum):
     """Why a pull request changed state; stored in its history and shown to users."""
 
     SUBMITTED = "submitted"  # submitted or resubmitted
-    RESUBMITTED = "resubmitted"  # priority or batching changed while queued
     READY = "ready"  # readiness met and the queue admits
     NOT_READY = "not_ready"  # readiness lost, or the queue stopped admitting
     CANCELED_BY_USER = "canceled_by_user"

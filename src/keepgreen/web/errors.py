@@ -62,7 +62,7 @@ def describe_validation_error(errors: list[Any]) -> tuple[str, str]:
     if first.get("type") == "missing":
         return "invalid_request", f"{field} is required"
     if not field:
-        return "invalid_request", f"the request body is not valid: {message}"
+        return "invalid_request", "the request body must be a JSON object"
     return "invalid_request", f"{field}: {message}"
 
 

@@ -319,9 +319,6 @@ class SqlHistory:
         )
         return [state_change_from_row(row) for row in rows]
 
-    def delete_for_queue(self, queue_id: QueueId) -> None:
-        self._session.execute(delete(StateChangeRow).where(StateChangeRow.queue_id == queue_id))
-
 
 class SqlTestRuns:
     __test__ = False
