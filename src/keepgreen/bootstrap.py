@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -9,15 +11,18 @@ from datetime import UTC, datetime
 from sqlalchemy import Engine
 from sqlalchemy.orm import sessionmaker
 
+from keepgreen.adapters.ci.runner import BuiltInRunner
 from keepgreen.adapters.db.engine import make_engine, migrate
 from keepgreen.adapters.db.uow import SqlUnitOfWork
 from keepgreen.adapters.git.local_host import LocalGitHost
 from keepgreen.app.admin import AdminService
+from keepgreen.app.engine import QueueEngine
 from keepgreen.app.metrics import MetricsService
-from keepgreen.app.ports import Clock, CodeHost, IdFactory, UnitOfWork, UnitOfWorkFactory
+from keepgreen.app.ports import Clock, IdFactory, MergeHost, UnitOfWork, UnitOfWorkFactory
 from keepgreen.app.pull_requests import PullRequestService
 from keepgreen.app.queues import QueueService
 from keepgreen.app.testing import StatusService, TestingService
+from keepgreen.app.worker import Worker, WorkerSettings
 from keepgreen.settings import Settings
 
 
@@ -43,8 +48,11 @@ class Container:
     statuses: StatusService
     metrics: MetricsService
     unit_of_work: UnitOfWorkFactory
+    worker: Worker
+    runner: BuiltInRunner
 
     def close(self) -> None:
+        self.runner.close(wait=False)
         self.engine.dispose()
 
 
@@ -53,7 +61,7 @@ def bootstrap(
     *,
     clock: Clock = utc_now,
     new_id: IdFactory = new_uuid,
-    code_host: CodeHost | None = None,
+    code_host: MergeHost | None = None,
     run_migrations: bool = True,
 ) -> Container:
     """Build the container; migrations run first unless told otherwise."""
@@ -67,16 +75,52 @@ def bootstrap(
         return SqlUnitOfWork(sessions, new_id)
 
     host = code_host if code_host is not None else LocalGitHost()
+    queue_engine = QueueEngine(clock=clock)
+    # The runner reports through the status service, which wakes the worker; the worker
+    # starts the runner. Both exist before either is used, so tie them with a late lookup.
+    parts: dict[str, Worker] = {}
+
+    def wake() -> None:
+        if "worker" in parts:
+            parts["worker"].wake()
+
+    statuses = StatusService(unit_of_work, clock=clock, wake=wake)
+    runner = BuiltInRunner(
+        data_dir=settings.data_dir, report=statuses.record, max_parallel=settings.ci_parallel
+    )
+    worker = Worker(
+        unit_of_work,
+        engine=queue_engine,
+        host=host,
+        runner=runner,
+        clock=clock,
+        settings=WorkerSettings(
+            holder=f"{socket.gethostname()}:{os.getpid()}:{new_uuid()[:8]}",
+            poll_seconds=settings.worker_poll_seconds,
+        ),
+    )
+    parts["worker"] = worker
     return Container(
         settings=settings,
         engine=engine,
         admin=AdminService(unit_of_work, clock=clock, new_id=new_id),
-        queues=QueueService(unit_of_work, clock=clock, new_id=new_id),
-        pull_requests=PullRequestService(unit_of_work, code_host=host, clock=clock, new_id=new_id),
+        queues=QueueService(
+            unit_of_work, engine=queue_engine, wake=wake, clock=clock, new_id=new_id
+        ),
+        pull_requests=PullRequestService(
+            unit_of_work,
+            code_host=host,
+            engine=queue_engine,
+            wake=wake,
+            clock=clock,
+            new_id=new_id,
+        ),
         testing=TestingService(unit_of_work, clock=clock),
-        statuses=StatusService(unit_of_work, clock=clock),
+        statuses=statuses,
         metrics=MetricsService(unit_of_work, clock=clock),
         unit_of_work=unit_of_work,
+        worker=worker,
+        runner=runner,
     )
 
 

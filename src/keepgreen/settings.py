@@ -20,6 +20,11 @@ class Settings(BaseSettings):
     url: str = "http://127.0.0.1:8080/v1"
     token: str | None = None
     max_body_bytes: int = MAX_BODY_BYTES
+    # How many built-in CI commands run at once on this machine (each queue's concurrency
+    # bounds its own runs; this bounds them all).
+    ci_parallel: int = 4
+    # Seconds between worker passes when nothing wakes it.
+    worker_poll_seconds: float = 1.0
 
     def resolved_database_url(self) -> str:
         """The database URL; by default SQLite inside the data dir."""

@@ -75,21 +75,21 @@ def keepgreen(
 class Served:
     """A `keepgreen serve` process on a free port, logging to a file."""
 
-    def __init__(self, *, env: dict[str, str], cwd: Path, log: Path) -> None:
+    def __init__(self, *, env: dict[str, str], cwd: Path, log: Path, worker: bool = False) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.log = log
+        # Without the worker the API alone answers (a PR waits in `pending`), so a test can
+        # look at a state the worker would move on from.
+        flags = [] if worker else ["--no-worker"]
         with log.open("w") as log_file:
-            # --no-worker: this test checks what the API alone does (a PR waits in `pending`);
-            # a worker would move the PR on while the test looks at it.
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "keepgreen", "serve", "--port", str(self.port),
-                 "--no-worker"],
+                [sys.executable, "-m", "keepgreen", "serve", "--port", str(self.port), *flags],
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 env=env,
                 cwd=cwd,
-            )  # fmt: skip
+            )
 
     def wait_until_answering(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
@@ -120,12 +120,14 @@ class Served:
 
 
 @pytest.fixture
-def serve(env: dict[str, str], workdir: Path, tmp_path: Path) -> Iterator[Callable[[], Served]]:
+def serve(env: dict[str, str], workdir: Path, tmp_path: Path) -> Iterator[Callable[..., Served]]:
     """Starts `keepgreen serve` when called; whatever was started is stopped at teardown."""
     started: list[Served] = []
 
-    def start() -> Served:
-        served = Served(env=env, cwd=workdir, log=tmp_path / f"serve-{len(started)}.log")
+    def start(*, worker: bool = False) -> Served:
+        served = Served(
+            env=env, cwd=workdir, log=tmp_path / f"serve-{len(started)}.log", worker=worker
+        )
         started.append(served)
         served.wait_until_answering()
         return served
@@ -216,3 +218,75 @@ def test_token_repo_serve_submit_and_status(
     finally:
         container.close()
     assert (entry.state, entry.priority.name, entry.head_sha) == (PrState.PENDING, "high", sha_2)
+
+
+def wait_for_states(
+    post: Callable[..., httpx.Response], expected: dict[int, str], *, seconds: float = 60.0
+) -> dict[int, str]:
+    """Poll getSubmittedPullRequest until every PR is in its expected state (or time runs out)."""
+    deadline = time.monotonic() + seconds
+    states: dict[int, str] = {}
+    while time.monotonic() < deadline:
+        states = {
+            number: post("getSubmittedPullRequest", pr={"number": number}).json()["state"]
+            for number in expected
+        }
+        if states == expected:
+            break
+        time.sleep(0.2)
+    return states
+
+
+@pytest.mark.parametrize("separate_worker", [False, True], ids=["serve", "serve_and_worker"])
+def test_the_built_in_runner_merges_a_passing_pr_and_fails_a_failing_one(
+    env: dict[str, str],
+    workdir: Path,
+    tmp_path: Path,
+    serve: Callable[..., Served],
+    separate_worker: bool,
+) -> None:
+    """The README walkthrough: a local repository, a CI command, serve, submit, merged."""
+    token = keepgreen("token", "create", "--org", "acme", env=env, cwd=workdir).stdout.split()[-1]
+    git_repo = GitRepo(tmp_path / "widgets")
+    git_repo.commit({"check.sh": "test ! -e broken.txt\n"}, "add the check")
+    git_repo.open_pr(1, {"a.txt": "fine\n"}, title="Add a")
+    git_repo.open_pr(2, {"broken.txt": "oops\n"}, title="Add b")
+    repo_args = ("--host", "github.com", "--owner", "acme", "--name", "widgets")
+    keepgreen(
+        "repo", "add", "--org", "acme", *repo_args, "--git-url", str(git_repo.path),
+        "--ci-command", "sh check.sh", env=env, cwd=workdir,
+    )  # fmt: skip
+    served = serve(worker=not separate_worker)
+    worker = None
+    if separate_worker:
+        log = (tmp_path / "worker.log").open("w")
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "keepgreen", "worker"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=workdir,
+        )
+    try:
+        headers = {"x-api-token": token}
+
+        def post(verb: str, **fields: object) -> httpx.Response:
+            return httpx.post(
+                f"{served.url}/{verb}", json=queue_body(**fields), headers=headers, timeout=30
+            )
+
+        assert post("createQueue").status_code == 200
+        assert post("submitPullRequest", pr={"number": 1}).status_code == 200
+        assert post("submitPullRequest", pr={"number": 2}).status_code == 200
+        states = wait_for_states(post, {1: "merged", 2: "failed"})
+        assert states == {1: "merged", 2: "failed"}, served.output
+    finally:
+        if worker is not None:
+            worker.terminate()
+            assert worker.wait(timeout=STOP_TIMEOUT_SECONDS) == 0
+    log_lines = git_repo.git("log", "--format=%s", "main").splitlines()
+    assert log_lines == ["Add a (#1)", "add the check", "initial commit"]
+    logs = list((tmp_path / "data" / "ci" / "logs").glob("*.log"))
+    assert len(logs) >= 2  # one per run, kept after the run
+    branches = git_repo.git("for-each-ref", "refs/heads/keepgreen-merge")
+    assert branches == ""  # test branches are deleted when their runs end

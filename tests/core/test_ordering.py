@@ -1,4 +1,5 @@
-"""Queue order: started entries keep admission order; waiting ones sort by priority."""
+"""Queue order: urgent entries lead; started entries keep admission order; waiting ones sort
+by priority."""
 
 from __future__ import annotations
 
@@ -72,18 +73,31 @@ def test_empty_queue_has_empty_order() -> None:
                 (PrState.TESTS_PASSED, 255),
                 (PrState.PENDING_FAILURE, 100),
             ),
-            [1, 3, 4, 2],
-            id="started_entries_stay_ahead_of_urgent_waiting_ones",
+            [2, 1, 3, 4],
+            id="urgent_waiting_entries_skip_ahead_of_started_ones",
         ),
         pytest.param(
-            numbered((PrState.TESTING, 200), (PrState.TESTING, 0)),
+            numbered((PrState.TESTING, 200), (PrState.TESTING, 10)),
             [1, 2],
-            id="priority_does_not_reorder_started_entries",
+            id="non_urgent_priority_does_not_reorder_started_entries",
+        ),
+        pytest.param(
+            numbered((PrState.PENDING, 0), (PrState.TESTING, 0), (PrState.TESTING, 100)),
+            [2, 1, 3],
+            id="started_urgent_entries_stay_ahead_of_waiting_urgent_ones",
+        ),
+        pytest.param(
+            numbered((PrState.PENDING, 100), (PrState.PENDING, 50)),
+            [1, 2],
+            id="entries_held_by_a_run_order_as_started",
         ),
     ],
 )
-def test_queue_order(entries: list[QueueEntry], expected: list[int]) -> None:
-    assert numbers(queue_order(entries)) == expected
+def test_queue_order(
+    entries: list[QueueEntry], expected: list[int], request: pytest.FixtureRequest
+) -> None:
+    holding = frozenset(e.id for e in entries) if "held" in request.node.name else frozenset()
+    assert numbers(queue_order(entries, holding=holding)) == expected
 
 
 def test_order_does_not_depend_on_input_order() -> None:
@@ -124,10 +138,18 @@ def test_queue_order_is_a_permutation_of_admitted_entries(
     assert sorted(e.id for e in ordered) == sorted(e.id for e in admitted)
 
 
+def rank(entry: QueueEntry) -> int:
+    """0 urgent started, 1 urgent waiting, 2 started, 3 waiting: the order's four bands."""
+    urgent = entry.priority.value == 0
+    return (0 if urgent else 2) + (0 if entry.state in STARTED else 1)
+
+
 @given(queues())
-def test_started_entries_always_precede_waiting_ones(entries: list[QueueEntry]) -> None:
-    flags = [e.state in STARTED for e in queue_order(entries)]
-    assert flags == sorted(flags, reverse=True)
+def test_urgent_entries_lead_then_started_ones_then_waiting_ones(
+    entries: list[QueueEntry],
+) -> None:
+    ranks = [rank(e) for e in queue_order(entries)]
+    assert ranks == sorted(ranks)
 
 
 @given(queues())
@@ -135,9 +157,10 @@ def test_started_by_position_and_waiting_by_priority_then_position(
     entries: list[QueueEntry],
 ) -> None:
     ordered = queue_order(entries)
-    started = [e for e in ordered if e.state in STARTED]
-    waiting = [e for e in ordered if e.state not in STARTED]
-    assert [e.position for e in started] == sorted(e.position for e in started)
+    for band in (0, 1, 2):
+        members = [e for e in ordered if rank(e) == band]
+        assert [e.position for e in members] == sorted(e.position for e in members)
+    waiting = [e for e in ordered if rank(e) == 3]
     keys = [(e.priority.value, e.position) for e in waiting]
     assert keys == sorted(keys)
     assert all(e.state is PrState.PENDING for e in waiting)

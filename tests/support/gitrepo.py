@@ -70,3 +70,48 @@ class GitRepo:
 
     def tip(self, ref: str | None = None) -> str:
         return self.git("rev-parse", ref or self.branch)
+
+    def add_to_pr(
+        self,
+        number: int,
+        files: dict[str, str],
+        message: str,
+        *,
+        author: str | None = None,
+        date: str | None = None,
+    ) -> str:
+        """Commit `files` on top of PR `number` (opened with `open_pr`) and move its ref there;
+        `date` sets the author date. Returns the new head sha.
+        """
+        self.git("checkout", "-q", f"pr-{number}")
+        for name, content in files.items():
+            target = self.path / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
+            self.git("add", name)
+        self.git(
+            "commit", "-q", "-m", message, *([f"--date={date}"] if date else []), author=author
+        )
+        sha = self.git("rev-parse", "HEAD")
+        self.git("update-ref", f"refs/pull/{number}/head", sha)
+        self.git("checkout", "-q", self.branch)
+        return sha
+
+    def tree(self, rev: str) -> str:
+        return self.git("rev-parse", f"{rev}^{{tree}}")
+
+    def parents(self, rev: str) -> list[str]:
+        return self.git("rev-list", "--parents", "-n", "1", rev).split()[1:]
+
+    def files(self, rev: str) -> dict[str, str]:
+        """Every file of `rev`'s tree with its content (trailing newline dropped)."""
+        names = self.git("ls-tree", "-r", "--name-only", rev).splitlines()
+        return {name: self.git("show", f"{rev}:{name}") for name in names}
+
+    def log(self, *args: str, fmt: str = "%s") -> list[str]:
+        """One formatted line per commit `git log <args>` lists, newest first."""
+        output = self.git("log", f"--format={fmt}", *args)
+        return output.splitlines() if output else []
+
+    def message(self, rev: str) -> str:
+        return self.git("show", "-s", "--format=%B", rev)

@@ -11,9 +11,10 @@ from datetime import datetime
 from types import TracebackType
 from typing import Protocol, Self
 
-from keepgreen.core.enums import Mergeability, PrState, TestRunKind
+from keepgreen.core.enums import CommitState, Mergeability, MergeMethod, PrState, TestRunKind
 from keepgreen.core.ids import OrgId, PullRequestId, QueueId, RepositoryId, TestRunId
 from keepgreen.core.model import (
+    ChainLink,
     CommitStatus,
     ImpactedTargets,
     Org,
@@ -25,6 +26,7 @@ from keepgreen.core.model import (
     StateChange,
     TestRun,
 )
+from keepgreen.core.scheduler import Effect
 
 
 class Clock(Protocol):
@@ -55,6 +57,120 @@ class CodeHost(Protocol):
 
     def mergeability(self, repo: Repository, *, head_sha: str, target_branch: str) -> Mergeability:
         """Whether `head_sha` merges cleanly onto the tip of `target_branch`."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class TestCommit:
+    """A built test commit: the chain of merges on `base_sha`, its last link the branch head."""
+
+    __test__ = False
+
+    base_sha: str
+    links: tuple[ChainLink, ...]
+
+    @property
+    def sha(self) -> str:
+        return self.links[-1].commit if self.links else self.base_sha
+
+
+@dataclass(frozen=True, slots=True)
+class BuildConflict:
+    """Building a test commit stopped: PR `number` does not merge onto the steps before it."""
+
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
+class Landing:
+    """What to land on the target branch for one PR, taken from a passed test commit.
+
+    `parent_commit`/`parent_tree` are the chain step before `link` (the run's base for the first
+    link). `exact` asks that the branch's tree before landing equal `parent_tree`, so the tree
+    that lands is exactly the tested `link.tree`; without it (parallel lanes) the PR's tested
+    change is merged onto whatever the branch holds, refusing on conflict. `token` marks the
+    commits made, so that repeating a landing that already happened is recognised.
+    """
+
+    target_branch: str
+    expected_tip: str
+    method: MergeMethod
+    link: ChainLink
+    parent_commit: str
+    parent_tree: str
+    exact: bool
+    title: str
+    author: str
+    token: str
+
+
+@dataclass(frozen=True, slots=True)
+class LandResult:
+    """`new_tip` when the branch moved (or had already moved for this token); `problem` else:
+    `target_moved` (the branch is not at `expected_tip`), `conflict`, `tree_mismatch`.
+    """
+
+    new_tip: str | None
+    problem: str | None = None
+
+
+class MergeHost(CodeHost, Protocol):
+    """The code host's write side: test commits and branches, and the target branch's CAS."""
+
+    def branch_tip(self, repo: Repository, branch: str) -> str | None:
+        """The commit `refs/heads/<branch>` points at; None when the branch does not exist."""
+        ...
+
+    def build_test_commit(
+        self, repo: Repository, *, base_sha: str, prs: Sequence[tuple[int, str]], branch: str
+    ) -> TestCommit | BuildConflict:
+        """Merge each `(number, head_sha)` in order onto `base_sha` without a work tree and point
+        `refs/heads/<branch>` at the result. Idempotent: building again rewrites the branch.
+        """
+        ...
+
+    def delete_branch(self, repo: Repository, branch: str) -> None:
+        """Delete `refs/heads/<branch>`; a branch already gone is fine."""
+        ...
+
+    def land(self, repo: Repository, landing: Landing) -> LandResult:
+        """Move the target branch by compare-and-swap from `landing.expected_tip`."""
+        ...
+
+    def is_up_to_date(self, repo: Repository, *, head_sha: str, target_branch: str) -> bool:
+        """Whether the target branch's tip is an ancestor of (or equal to) `head_sha`."""
+        ...
+
+    def tree_of(self, repo: Repository, commit: str) -> str:
+        """The tree id of a commit."""
+        ...
+
+
+class StatusReporter(Protocol):
+    """Where the built-in runner reports a commit status (the same path as setCommitStatus)."""
+
+    def __call__(
+        self,
+        repo: Repository,
+        /,
+        *,
+        sha: str,
+        context: str,
+        state: CommitState,
+        target_url: str | None,
+        description: str | None,
+    ) -> object: ...
+
+
+class CiRunner(Protocol):
+    """The built-in CI: runs a repository's command on a commit and reports `keepgreen/ci`."""
+
+    def start(self, repo: Repository, *, run_id: str, sha: str, timeout_seconds: float) -> None:
+        """Start (in the background) the command on `sha`; starting a run id twice is a no-op."""
+        ...
+
+    def cancel(self, run_id: str) -> None:
+        """Stop the run's command if it is still going; unknown ids are fine."""
         ...
 
 
@@ -101,6 +217,8 @@ class QueueRepository(Protocol):
         """The queue of a repository's branch; `lock` holds its row until commit."""
         ...
 
+    def get(self, queue_id: QueueId, *, lock: bool = False) -> Queue | None: ...
+    def list_ids(self) -> Sequence[QueueId]: ...
     def list_for_repositories(self, repository_ids: Sequence[RepositoryId]) -> Sequence[Queue]: ...
     def next_position(self, queue_id: QueueId) -> int:
         """The next admission sequence number of the queue (atomic)."""
@@ -144,6 +262,11 @@ class TestRunRepository(Protocol):
     def get(self, queue_id: QueueId, run_id: TestRunId) -> TestRun | None: ...
     def list_active(self, queue_ids: Sequence[QueueId]) -> Sequence[TestRun]: ...
     def kinds(self, run_ids: Collection[TestRunId]) -> Mapping[TestRunId, TestRunKind]: ...
+    def list_open(self, queue_id: QueueId) -> Sequence[TestRun]: ...
+    def list_failed_in_bisections(
+        self, queue_id: QueueId, roots: Collection[TestRunId]
+    ) -> Sequence[TestRun]: ...
+    def save_members(self, run: TestRun) -> None: ...
 
 
 class CommitStatusRepository(Protocol):
@@ -152,6 +275,25 @@ class CommitStatusRepository(Protocol):
         ...
 
     def list_for_sha(self, repository_id: RepositoryId, sha: str) -> Sequence[CommitStatus]: ...
+    def states_for_shas(
+        self, repository_id: RepositoryId, shas: Collection[str]
+    ) -> dict[str, dict[str, CommitState]]: ...
+
+
+class EffectRepository(Protocol):
+    """The outbox: effects decided but not yet carried out."""
+
+    def add(self, queue_id: QueueId, effect: Effect, at: datetime) -> None: ...
+    def list(self, queue_id: QueueId) -> Sequence[tuple[int, Effect]]: ...
+    def delete(self, effect_id: int) -> bool: ...
+
+
+class LeaseRepository(Protocol):
+    def acquire(self, queue_id: QueueId, holder: str, *, now: datetime, until: datetime) -> bool:
+        """Take or renew the lease by compare-and-swap; False while another holds it."""
+        ...
+
+    def release(self, queue_id: QueueId, holder: str) -> None: ...
 
 
 class ImpactedTargetsRepository(Protocol):
@@ -183,6 +325,10 @@ class UnitOfWork(Protocol):
     def statuses(self) -> CommitStatusRepository: ...
     @property
     def impacted_targets(self) -> ImpactedTargetsRepository: ...
+    @property
+    def effects(self) -> EffectRepository: ...
+    @property
+    def leases(self) -> LeaseRepository: ...
 
     def __enter__(self) -> Self: ...
     def __exit__(

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from keepgreen.app.engine import QueueEngine
 from keepgreen.app.errors import Conflict, InvalidInput, NotFound, Unavailable
 from keepgreen.app.lookup import find_entry, find_queue, find_queued_entry, find_repository
 from keepgreen.app.ports import (
     Clock,
-    CodeHost,
     CodeHostError,
     EntryPage,
     IdFactory,
+    MergeHost,
     UnitOfWork,
     UnitOfWorkFactory,
 )
-from keepgreen.core.admission import admitted_state, requires_impacted_targets
+from keepgreen.core.admission import requires_impacted_targets
 from keepgreen.core.enums import Mergeability, PrState, QueueState, StateReason
 from keepgreen.core.ids import OrgId, PullRequestId
 from keepgreen.core.model import (
@@ -27,10 +29,15 @@ from keepgreen.core.model import (
     Readiness,
     RepoRef,
     Repository,
-    StateChange,
 )
 from keepgreen.core.names import normalize_sha
 from keepgreen.core.priority import DEFAULT_PRIORITY, Priority
+from keepgreen.core.scheduler import (
+    EntrySubmitted,
+    ImpactedTargetsSet,
+    RestartRequested,
+    UserCancelled,
+)
 
 _RESTARTABLE = frozenset({PrState.TESTING, PrState.PENDING_FAILURE, PrState.TESTS_PASSED})
 
@@ -45,16 +52,24 @@ class QueueTarget:
 
 
 class PullRequestService:
+    """PR requests of the v1 API. State changes go through the engine (`decide`), in the
+    request's transaction; the worker is woken to carry out what was decided.
+    """
+
     def __init__(
         self,
         uow: UnitOfWorkFactory,
         *,
-        code_host: CodeHost,
+        code_host: MergeHost,
+        engine: QueueEngine,
+        wake: Callable[[], None],
         clock: Clock,
         new_id: IdFactory,
     ) -> None:
         self._uow = uow
         self._code_host = code_host
+        self._engine = engine
+        self._wake = wake
         self._clock = clock
         self._new_id = new_id
 
@@ -75,11 +90,17 @@ class PullRequestService:
         # Ask the code host outside any transaction: git may take a while.
         info = self._read_pull_request(repository, number)
         mergeability = self._mergeability(repository, info, target.branch)
+        up_to_date = self._is_up_to_date(repository, info, target.branch)
         with self._uow() as uow:
             queue = find_queue(uow, repository, target.branch, lock=True)
             existing = uow.entries.find(queue.id, number)
             if existing is not None and not existing.state.is_terminal:
-                entry = self._resubmit_live(uow, existing, priority=priority, no_batch=no_batch)
+                updated = replace(
+                    existing,
+                    priority=priority or existing.priority,
+                    no_batch=existing.no_batch if no_batch is None else no_batch,
+                )
+                self._engine.advance(uow, queue, EntrySubmitted(updated, new_episode=False))
             else:
                 if queue.state is QueueState.DRAINING:
                     raise Conflict(
@@ -92,16 +113,20 @@ class PullRequestService:
                     and existing.head_sha == info.head_sha
                 ):
                     raise Conflict("already_merged", f"pull request #{number} is already merged")
-                entry = self._new_episode(
+                self._new_episode(
                     uow,
                     queue,
                     existing,
                     info,
                     mergeability=mergeability,
+                    is_up_to_date=up_to_date,
                     priority=priority or DEFAULT_PRIORITY,
                     no_batch=bool(no_batch),
                 )
+            entry = uow.entries.get(existing.id) if existing else uow.entries.find(queue.id, number)
             uow.commit()
+        self._wake()
+        assert entry is not None  # noqa: S101 - written just above in this transaction
         return entry
 
     def cancel(self, target: QueueTarget, number: int) -> QueueEntry:
@@ -109,10 +134,10 @@ class PullRequestService:
         with self._uow() as uow:
             queue = self._queue(uow, target, lock=True)
             entry = find_queued_entry(uow, queue, number)
-            entry = self._transition(
-                uow, entry, PrState.CANCELLED, StateReason.CANCELED_BY_USER, is_submitted=False
-            )
+            self._engine.advance(uow, queue, UserCancelled(number))
+            entry = uow.entries.get(entry.id)
             uow.commit()
+        self._wake()
         return entry
 
     def restart(self, target: QueueTarget, number: int) -> QueueEntry:
@@ -126,8 +151,10 @@ class PullRequestService:
                     f"pull request #{number} is {entry.state.value}; only a PR that is testing, "
                     "tests_passed or pending_failure can restart its tests",
                 )
-            entry = self._transition(uow, entry, PrState.PENDING, StateReason.RESTART_REQUESTED)
+            self._engine.advance(uow, queue, RestartRequested(number))
+            entry = uow.entries.get(entry.id)
             uow.commit()
+        self._wake()
         return entry
 
     def get(self, target: QueueTarget, number: int) -> QueueEntry:
@@ -163,14 +190,9 @@ class PullRequestService:
             uow.impacted_targets.upsert(
                 ImpactedTargets(queue.id, number, head_sha, targets, self._clock())
             )
-            entry = uow.entries.find(queue.id, number)
-            if entry is not None and not entry.state.is_terminal and entry.head_sha == head_sha:
-                readiness = replace(entry.readiness, has_impacted_targets=True)
-                entry = replace(entry, readiness=readiness)
-                uow.entries.save(entry)
-                if entry.state is PrState.NOT_READY:
-                    self._admit_if_ready(uow, queue, entry)
+            self._engine.advance(uow, queue, ImpactedTargetsSet(number, head_sha, targets))
             uow.commit()
+        self._wake()
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -202,23 +224,6 @@ class PullRequestService:
         except CodeHostError as error:
             raise Unavailable("code_host_unavailable", str(error)) from error
 
-    def _resubmit_live(
-        self,
-        uow: UnitOfWork,
-        entry: QueueEntry,
-        *,
-        priority: Priority | None,
-        no_batch: bool | None,
-    ) -> QueueEntry:
-        updated = replace(
-            entry,
-            priority=priority or entry.priority,
-            no_batch=entry.no_batch if no_batch is None else no_batch,
-        )
-        if updated != entry:
-            uow.entries.save(updated)
-        return updated
-
     def _new_episode(
         self,
         uow: UnitOfWork,
@@ -227,9 +232,10 @@ class PullRequestService:
         info: PullRequestInfo,
         *,
         mergeability: Mergeability,
+        is_up_to_date: bool,
         priority: Priority,
         no_batch: bool,
-    ) -> QueueEntry:
+    ) -> None:
         now = self._clock()
         has_targets = uow.impacted_targets.find(queue.id, info.number, info.head_sha) is not None
         readiness = Readiness(
@@ -256,45 +262,19 @@ class PullRequestService:
             force_enqueued=False,
             position=uow.queues.next_position(queue.id),
             submitted_at=now,
+            is_up_to_date=is_up_to_date,
         )
         if previous is None:
             uow.entries.add(entry)
         else:
             uow.entries.save(entry)
-        uow.history.add(
-            StateChange(
-                entry.id,
-                queue.id,
-                None if previous is None else previous.state,
-                PrState.NOT_READY,
-                StateReason.SUBMITTED,
-                now,
+        previous_state = None if previous is None else previous.state
+        self._engine.advance(uow, queue, EntrySubmitted(entry, previous_state=previous_state))
+
+    def _is_up_to_date(self, repository: Repository, info: PullRequestInfo, branch: str) -> bool:
+        try:
+            return self._code_host.is_up_to_date(
+                repository, head_sha=info.head_sha, target_branch=branch
             )
-        )
-        return self._admit_if_ready(uow, queue, entry)
-
-    def _admit_if_ready(self, uow: UnitOfWork, queue: Queue, entry: QueueEntry) -> QueueEntry:
-        if admitted_state(entry.readiness, queue) is PrState.PENDING:
-            return self._transition(uow, entry, PrState.PENDING, StateReason.READY)
-        return entry
-
-    def _transition(
-        self,
-        uow: UnitOfWork,
-        entry: QueueEntry,
-        state: PrState,
-        reason: StateReason,
-        *,
-        is_submitted: bool | None = None,
-    ) -> QueueEntry:
-        now = self._clock()
-        updated = replace(
-            entry,
-            state=state,
-            state_reason=reason,
-            state_changed_at=now,
-            is_submitted=entry.is_submitted if is_submitted is None else is_submitted,
-        )
-        uow.entries.save(updated)
-        uow.history.add(StateChange(entry.id, entry.queue_id, entry.state, state, reason, now))
-        return updated
+        except CodeHostError as error:
+            raise Unavailable("code_host_unavailable", str(error)) from error

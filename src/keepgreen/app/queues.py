@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from keepgreen.app.engine import QueueEngine
 from keepgreen.app.errors import Conflict, InvalidInput
 from keepgreen.app.lookup import find_queue, find_repository
 from keepgreen.app.ports import Clock, IdFactory, UnitOfWorkFactory
@@ -19,6 +21,7 @@ from keepgreen.core.ids import OrgId, QueueId
 from keepgreen.core.model import Queue, QueueConfig, QueueSnapshot, RepoRef
 from keepgreen.core.names import branch_name_problem
 from keepgreen.core.ordering import queue_order
+from keepgreen.core.scheduler import QueueConfigChanged
 
 _LIVE_STATES = frozenset(state for state in PrState if not state.is_terminal)
 _ADMITTED_STATES = frozenset(state for state in PrState if state.is_admitted)
@@ -112,8 +115,18 @@ def _queue_exists(branch: str) -> Conflict:
 
 
 class QueueService:
-    def __init__(self, uow: UnitOfWorkFactory, *, clock: Clock, new_id: IdFactory) -> None:
+    def __init__(
+        self,
+        uow: UnitOfWorkFactory,
+        *,
+        engine: QueueEngine,
+        wake: Callable[[], None],
+        clock: Clock,
+        new_id: IdFactory,
+    ) -> None:
         self._uow = uow
+        self._engine = engine
+        self._wake = wake
         self._clock = clock
         self._new_id = new_id
 
@@ -162,7 +175,11 @@ class QueueService:
             if updated != queue:
                 updated = replace(updated, updated_at=self._clock())
                 uow.queues.save(updated)
+                # The scheduler reacts at once: a resumed queue admits, a switch may finish.
+                decision = self._engine.advance(uow, updated, QueueConfigChanged(updated))
+                updated = decision.state.queue
                 uow.commit()
+        self._wake()
         return updated
 
     def get(self, org_id: OrgId, ref: RepoRef, branch: str) -> QueueSnapshot:

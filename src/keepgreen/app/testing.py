@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from keepgreen.app.errors import InvalidInput, NotFound
@@ -87,9 +87,16 @@ def _union(uploads: Iterable[ImpactedTargets | None]) -> tuple[str, ...] | None:
 
 
 class StatusService:
-    def __init__(self, uow: UnitOfWorkFactory, *, clock: Clock) -> None:
+    """Commit statuses in: from `setCommitStatus` and from the built-in runner. Storing one
+    wakes the worker, which re-reads the statuses of every open run.
+    """
+
+    def __init__(
+        self, uow: UnitOfWorkFactory, *, clock: Clock, wake: Callable[[], None] = lambda: None
+    ) -> None:
         self._uow = uow
         self._clock = clock
+        self._wake = wake
 
     def set_commit_status(
         self,
@@ -116,15 +123,37 @@ class StatusService:
                 )
         with self._uow() as uow:
             repository = find_repository(uow, org_id, ref)
-            status = CommitStatus(
-                repository_id=repository.id,
-                sha=normalized,
-                context=context,
-                state=state,
-                target_url=target_url,
-                description=description,
-                updated_at=self._clock(),
-            )
+        return self.record(
+            repository,
+            sha=normalized,
+            context=context,
+            state=state,
+            target_url=target_url,
+            description=description,
+        )
+
+    def record(
+        self,
+        repository: Repository,
+        *,
+        sha: str,
+        context: str,
+        state: CommitState,
+        target_url: str | None,
+        description: str | None,
+    ) -> CommitStatus:
+        """Store a validated status for a repository; the last write per context wins."""
+        status = CommitStatus(
+            repository_id=repository.id,
+            sha=sha,
+            context=context,
+            state=state,
+            target_url=target_url,
+            description=description,
+            updated_at=self._clock(),
+        )
+        with self._uow() as uow:
             uow.statuses.upsert(status)
             uow.commit()
+        self._wake()
         return status

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -33,20 +34,54 @@ def serve(
         bool, typer.Option("--no-worker", help="Serve the API only, without the queue worker.")
     ] = False,
 ) -> None:
-    """Run the HTTP API (and the queue worker) on the configured database."""
+    """Run the HTTP API and the queue worker on the configured database."""
     import uvicorn
 
-    from keepgreen.settings import Settings
     from keepgreen.web.app import create_app
 
-    settings = Settings()
-    app_ = create_app(settings)
-    url = settings.resolved_database_url()
+    container = _container()
+    url = container.settings.resolved_database_url()
     typer.echo(f"keepgreen serving http://{host}:{port}/v1 on {_redact(url)}", err=True)
+    stop = threading.Event()
+    thread = None
     if not no_worker:
-        # The queue engine arrives with the worker; until then PRs wait in not_ready/pending.
-        typer.echo("keepgreen: queue worker not available yet; serving the API only", err=True)
-    uvicorn.run(app_, host=host, port=port, log_level="info")
+        thread = threading.Thread(
+            target=container.worker.serve, args=(stop,), name="keepgreen-worker", daemon=True
+        )
+        thread.start()
+        typer.echo("keepgreen: queue worker running", err=True)
+    try:
+        uvicorn.run(create_app(container=container), host=host, port=port, log_level="info")
+    finally:
+        stop.set()
+        container.worker.wake()
+        if thread is not None:
+            thread.join(timeout=10)
+        container.close()
+
+
+@app.command()
+def worker() -> None:
+    """Run the queue worker alone (several may run against one PostgreSQL)."""
+    import logging
+    import signal
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    container = _container()
+    stop = threading.Event()
+
+    def on_signal(_signum: int, _frame: object) -> None:
+        stop.set()
+        container.worker.wake()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    url = container.settings.resolved_database_url()
+    typer.echo(f"keepgreen worker on {_redact(url)}", err=True)
+    try:
+        container.worker.serve(stop)
+    finally:
+        container.close()
 
 
 @token_app.command("create")

@@ -83,6 +83,7 @@ class TestRunStatus(StrEnum):
 
     __test__ = False  # not a pytest test class despite its name
 
+    QUEUED = "queued"  # a bisection run waiting for a bisection slot; nothing built yet
     IN_PROGRESS = "in_progress"  # required statuses still outstanding
     SUCCEEDED = "succeeded"  # every required status is success
     FAILED = "failed"  # a required status failed or errored, or the run timed out
@@ -126,4 +127,11 @@ class StateReason(StrEnum):
     MERGED_BY_QUEUE = "merged_by_queue"
     PREDECESSOR_CHANGED = "predecessor_changed"  # a PR ahead left; re-test on a new base
     PREEMPTED = "preempted"  # an urgent PR took its place
-    TARGET_BRANCH_MOVED = "target_branch_moved"
+    TARGET_BRANCH_MOVED = "target_branch_moved"  # someone else moved the branch; re-test
+    BISECTING = "bisecting"  # its batch failed; halves are tested to find the culprit
+    TEST_RUN_FAILED_BY_OPTIMIZATION = (
+        "test_run_failed_by_optimization"  # bisection reused a failure
+    )
+    CLEARED_BY_SUCCESSOR = "cleared_by_successor"  # a later run that included it passed
+    MERGED_DIRECTLY = "merged_directly"  # up to date, queue empty, own checks green
+    MERGE_REFUSED = "merge_refused"  # the tested change no longer applies to the branch

@@ -94,6 +94,10 @@ class Queue:
     created_at: datetime
     updated_at: datetime
     pending_mode: QueueMode | None = None
+    # The target branch's tip as the engine last saw it (None until the worker first reads it)
+    # and the count of test runs created, from which run ids are derived.
+    target_sha: str | None = None
+    run_seq: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +155,8 @@ class QueueEntry:
     position: int
     submitted_at: datetime
     verified_by_test_run: TestRunId | None = None
+    # Whether the head contains the target branch's tip (direct merge needs it).
+    is_up_to_date: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,9 +173,28 @@ class StateChange:
 
 
 @dataclass(frozen=True, slots=True)
+class ChainLink:
+    """One step of a test commit: the merge of PR `number` (at `head_sha`) onto the step before.
+
+    `commit` is the merge commit after this PR and `tree` its tree: the tree that may land when
+    this PR merges.
+    """
+
+    number: int
+    head_sha: str
+    commit: str
+    tree: str
+
+
+@dataclass(frozen=True, slots=True)
 class TestRun:
     """One test of a predicted future branch: the target tip plus `dependent_prs`
     (PRs ahead, not under test) plus `tested_prs` (the PR or batch this run decides).
+
+    `chain` is the built test commit, one link per PR in order (dependents, then tested);
+    `base_tree` the tree of `base_sha`. A run is open until `closed_at`: its branch exists and
+    its result still matters to some entry. Bisection runs carry the id of the failed batch run
+    that started the bisection (`bisection_root`).
     """
 
     __test__ = False
@@ -187,6 +212,20 @@ class TestRun:
     created_at: datetime
     finished_at: datetime | None = None
     failure_reason: StateReason | None = None
+    base_tree: str | None = None
+    chain: tuple[ChainLink, ...] = ()
+    bisection_root: TestRunId | None = None
+    started_at: datetime | None = None
+    closed_at: datetime | None = None
+
+    @property
+    def members(self) -> tuple[PullRequestId, ...]:
+        """Every entry in the run's predicted branch, in merge order."""
+        return (*self.dependent_prs, *self.tested_prs)
+
+    @property
+    def is_open(self) -> bool:
+        return self.closed_at is None
 
 
 @dataclass(frozen=True, slots=True)

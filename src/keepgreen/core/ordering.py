@@ -1,7 +1,9 @@
 """Queue order: who is ahead of whom.
 
-Entries already testing (or decided and waiting to merge) keep their admission order; priority
-only reorders the entries that have not started testing (a lower value goes first, ties by
+Urgent entries (priority 0) skip the line: they go ahead of everything, even of entries being
+tested (which the scheduler then restarts on top of them). Among the rest, entries already
+started (testing or decided, or held by a queued bisection run) keep their admission order, and
+priority only reorders the entries that have not started (a lower value goes first, ties by
 admission). `not_ready` and terminal entries are not in the queue.
 """
 
@@ -10,17 +12,32 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from keepgreen.core.enums import PrState
+from keepgreen.core.ids import PullRequestId
 from keepgreen.core.model import QueueEntry
 
 _STARTED = frozenset({PrState.TESTING, PrState.TESTS_PASSED, PrState.PENDING_FAILURE})
 
 
-def queue_order(entries: Iterable[QueueEntry]) -> tuple[QueueEntry, ...]:
-    """The admitted entries of one queue, front of the queue first."""
+def queue_order(
+    entries: Iterable[QueueEntry], *, holding: frozenset[PullRequestId] = frozenset()
+) -> tuple[QueueEntry, ...]:
+    """The admitted entries of one queue, front of the queue first.
+
+    `holding` names pending entries that a run already holds; they order as started ones.
+    """
     admitted = [entry for entry in entries if entry.state.is_admitted]
-    started = sorted((e for e in admitted if e.state in _STARTED), key=lambda e: (e.position, e.id))
+
+    def is_started(entry: QueueEntry) -> bool:
+        return entry.state in _STARTED or entry.id in holding
+
+    urgent = sorted(
+        (e for e in admitted if e.priority.skips_the_line),
+        key=lambda e: (not is_started(e), e.position, e.id),
+    )
+    rest = [e for e in admitted if not e.priority.skips_the_line]
+    started = sorted((e for e in rest if is_started(e)), key=lambda e: (e.position, e.id))
     waiting = sorted(
-        (e for e in admitted if e.state not in _STARTED),
+        (e for e in rest if not is_started(e)),
         key=lambda e: (e.priority.value, e.position, e.id),
     )
-    return (*started, *waiting)
+    return (*urgent, *started, *waiting)

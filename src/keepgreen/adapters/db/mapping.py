@@ -76,6 +76,8 @@ def queue_from_row(row: QueueRow) -> Queue:
         config=config,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        target_sha=row.target_sha,
+        run_seq=row.run_seq,
     )
 
 
@@ -107,6 +109,8 @@ def write_queue(row: QueueRow, queue: Queue) -> None:
     )
     row.created_at = queue.created_at
     row.updated_at = queue.updated_at
+    row.target_sha = queue.target_sha
+    row.run_seq = queue.run_seq
 
 
 def entry_from_row(row: QueueEntryRow) -> QueueEntry:
@@ -136,6 +140,7 @@ def entry_from_row(row: QueueEntryRow) -> QueueEntry:
         verified_by_test_run=(
             None if row.verified_by_test_run is None else TestRunId(row.verified_by_test_run)
         ),
+        is_up_to_date=row.is_up_to_date,
     )
 
 
@@ -162,6 +167,7 @@ def write_entry(row: QueueEntryRow, entry: QueueEntry) -> None:
     row.position = entry.position
     row.submitted_at = entry.submitted_at
     row.verified_by_test_run = entry.verified_by_test_run
+    row.is_up_to_date = entry.is_up_to_date
 
 
 def state_change_from_row(row: StateChangeRow) -> StateChange:

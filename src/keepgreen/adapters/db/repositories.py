@@ -10,6 +10,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from keepgreen.adapters.db.effects_codec import effect_from_payload, effect_to_payload
 from keepgreen.adapters.db.mapping import (
     commit_status_from_row,
     entry_from_row,
@@ -26,7 +27,9 @@ from keepgreen.adapters.db.tables import (
     CommitStatusRow,
     ImpactedTargetsRow,
     OrgRow,
+    QueueEffectRow,
     QueueEntryRow,
+    QueueLeaseRow,
     QueueRow,
     RepositoryRow,
     StateChangeRow,
@@ -34,9 +37,10 @@ from keepgreen.adapters.db.tables import (
     TestRunRow,
 )
 from keepgreen.app.ports import EntryPage, IdFactory, StoredToken
-from keepgreen.core.enums import PrState, StateReason, TestRunKind, TestRunStatus
+from keepgreen.core.enums import CommitState, PrState, StateReason, TestRunKind, TestRunStatus
 from keepgreen.core.ids import OrgId, PullRequestId, QueueId, RepositoryId, TestRunId
 from keepgreen.core.model import (
+    ChainLink,
     CommitStatus,
     ImpactedTargets,
     Org,
@@ -47,6 +51,7 @@ from keepgreen.core.model import (
     StateChange,
     TestRun,
 )
+from keepgreen.core.scheduler import Effect
 
 
 def _upsert(
@@ -69,6 +74,16 @@ def _upsert(
         set_={column: statement.excluded[column] for column in updates},
     )
     session.execute(statement)
+
+
+def _insert_ignore(
+    session: Session, table: type[Base], values: dict[str, object], *, keys: tuple[str, ...]
+) -> bool:
+    """Insert `values` unless the unique `keys` clash; True when the row was inserted."""
+    dialect = session.get_bind().dialect.name
+    insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+    statement = insert(table).values(**values).on_conflict_do_nothing(index_elements=list(keys))
+    return bool(getattr(session.execute(statement), "rowcount", 0))
 
 
 _CONCLUDED = (PrState.MERGED.value, PrState.FAILED.value, PrState.CANCELLED.value)
@@ -170,7 +185,14 @@ class SqlQueues:
         self._session.execute(
             delete(TestRunEntryRow).where(TestRunEntryRow.test_run_id.in_(run_ids))
         )
-        for table in (TestRunRow, StateChangeRow, ImpactedTargetsRow, QueueEntryRow):
+        for table in (
+            QueueEffectRow,
+            QueueLeaseRow,
+            TestRunRow,
+            StateChangeRow,
+            ImpactedTargetsRow,
+            QueueEntryRow,
+        ):
             self._session.execute(delete(table).where(table.queue_id == queue_id))
         self._session.execute(delete(QueueRow).where(QueueRow.id == queue_id))
 
@@ -182,6 +204,18 @@ class SqlQueues:
             query = query.with_for_update()
         row = self._session.scalar(query)
         return None if row is None else queue_from_row(row)
+
+    def get(self, queue_id: QueueId, *, lock: bool = False) -> Queue | None:
+        query = select(QueueRow).where(QueueRow.id == queue_id)
+        if lock:
+            query = query.with_for_update()
+        row = self._session.scalar(query)
+        return None if row is None else queue_from_row(row)
+
+    def list_ids(self) -> Sequence[QueueId]:
+        """Every queue, oldest first: what the worker walks."""
+        rows = self._session.scalars(select(QueueRow.id).order_by(QueueRow.created_at, QueueRow.id))
+        return [QueueId(queue_id) for queue_id in rows]
 
     def list_for_repositories(self, repository_ids: Sequence[RepositoryId]) -> Sequence[Queue]:
         if not repository_ids:
@@ -331,6 +365,17 @@ class SqlTestRuns:
         self._write(row, run)
         self._session.add(row)
         self._session.flush()
+        self._add_members(run)
+
+    def save(self, run: TestRun) -> None:
+        self._write(self._session.get_one(TestRunRow, run.id), run)
+
+    def save_members(self, run: TestRun) -> None:
+        """Rewrite which entries the run includes (a queued bisection run drops merged ones)."""
+        self._session.execute(delete(TestRunEntryRow).where(TestRunEntryRow.test_run_id == run.id))
+        self._add_members(run)
+
+    def _add_members(self, run: TestRun) -> None:
         for role, entry_ids in (("dependent", run.dependent_prs), ("tested", run.tested_prs)):
             for ordinal, entry_id in enumerate(entry_ids):
                 self._session.add(
@@ -338,9 +383,6 @@ class SqlTestRuns:
                         test_run_id=run.id, entry_id=entry_id, role=role, ordinal=ordinal
                     )
                 )
-
-    def save(self, run: TestRun) -> None:
-        self._write(self._session.get_one(TestRunRow, run.id), run)
 
     @staticmethod
     def _write(row: TestRunRow, run: TestRun) -> None:
@@ -354,6 +396,35 @@ class SqlTestRuns:
         row.created_at = run.created_at
         row.finished_at = run.finished_at
         row.failure_reason = None if run.failure_reason is None else run.failure_reason.value
+        row.base_tree = run.base_tree
+        row.chain = [[link.number, link.head_sha, link.commit, link.tree] for link in run.chain]
+        row.bisection_root = run.bisection_root
+        row.started_at = run.started_at
+        row.closed_at = run.closed_at
+
+    def list_open(self, queue_id: QueueId) -> Sequence[TestRun]:
+        rows = self._session.scalars(
+            select(TestRunRow)
+            .where(TestRunRow.queue_id == queue_id, TestRunRow.closed_at.is_(None))
+            .order_by(TestRunRow.created_at, TestRunRow.id)
+        )
+        return [self._load(row) for row in rows]
+
+    def list_failed_in_bisections(
+        self, queue_id: QueueId, roots: Collection[TestRunId]
+    ) -> Sequence[TestRun]:
+        if not roots:
+            return []
+        rows = self._session.scalars(
+            select(TestRunRow)
+            .where(
+                TestRunRow.queue_id == queue_id,
+                TestRunRow.bisection_root.in_(list(roots)),
+                TestRunRow.status == TestRunStatus.FAILED.value,
+            )
+            .order_by(TestRunRow.created_at, TestRunRow.id)
+        )
+        return [self._load(row) for row in rows]
 
     def get(self, queue_id: QueueId, run_id: TestRunId) -> TestRun | None:
         row = self._session.scalar(
@@ -404,6 +475,13 @@ class SqlTestRuns:
             created_at=row.created_at,
             finished_at=row.finished_at,
             failure_reason=None if row.failure_reason is None else StateReason(row.failure_reason),
+            base_tree=row.base_tree,
+            chain=tuple(
+                ChainLink(int(n), str(h), str(c), str(t)) for n, h, c, t in row.chain or ()
+            ),
+            bisection_root=None if row.bisection_root is None else TestRunId(row.bisection_root),
+            started_at=row.started_at,
+            closed_at=row.closed_at,
         )
 
 
@@ -431,6 +509,23 @@ class SqlCommitStatuses:
             keys=("repository_id", "sha", "context"),
             updates=("state", "target_url", "description", "updated_at"),
         )
+
+    def states_for_shas(
+        self, repository_id: RepositoryId, shas: Collection[str]
+    ) -> dict[str, dict[str, CommitState]]:
+        """The reported states by sha, then context, for the given commits."""
+        found: dict[str, dict[str, CommitState]] = {}
+        if not shas:
+            return found
+        rows = self._session.execute(
+            select(CommitStatusRow.sha, CommitStatusRow.context, CommitStatusRow.state).where(
+                CommitStatusRow.repository_id == repository_id,
+                CommitStatusRow.sha.in_(list(shas)),
+            )
+        )
+        for sha, context, state in rows:
+            found.setdefault(sha, {})[context] = CommitState(state)
+        return found
 
     def list_for_sha(self, repository_id: RepositoryId, sha: str) -> Sequence[CommitStatus]:
         rows = self._session.scalars(
@@ -471,3 +566,69 @@ class SqlImpactedTargets:
             )
         )
         return None if row is None else impacted_targets_from_row(row)
+
+
+class SqlEffects:
+    """The outbox of decided effects, per queue, in the order they were decided."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add(self, queue_id: QueueId, effect: Effect, at: datetime) -> None:
+        kind, payload = effect_to_payload(effect)
+        self._session.add(
+            QueueEffectRow(queue_id=queue_id, kind=kind, payload=payload, created_at=at)
+        )
+
+    def list(self, queue_id: QueueId) -> Sequence[tuple[int, Effect]]:
+        rows = self._session.scalars(
+            select(QueueEffectRow)
+            .where(QueueEffectRow.queue_id == queue_id)
+            .order_by(QueueEffectRow.id)
+        )
+        return [(row.id, effect_from_payload(row.kind, row.payload)) for row in rows]
+
+    def delete(self, effect_id: int) -> bool:
+        """Remove a carried-out effect; False when another worker already did."""
+        result = self._session.execute(delete(QueueEffectRow).where(QueueEffectRow.id == effect_id))
+        return bool(getattr(result, "rowcount", 0))
+
+
+class SqlLeases:
+    """One writer per queue: a lease row taken and renewed by compare-and-swap."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def acquire(self, queue_id: QueueId, holder: str, *, now: datetime, until: datetime) -> bool:
+        """Take or renew the queue's lease; False while another holder's lease is unexpired."""
+        taken = self._session.execute(
+            update(QueueLeaseRow)
+            .where(
+                QueueLeaseRow.queue_id == queue_id,
+                (QueueLeaseRow.holder == holder) | (QueueLeaseRow.expires_at < now),
+            )
+            .values(holder=holder, expires_at=until)
+        )
+        if getattr(taken, "rowcount", 0):
+            return True
+        exists = self._session.scalar(
+            select(func.count())
+            .select_from(QueueLeaseRow)
+            .where(QueueLeaseRow.queue_id == queue_id)
+        )
+        if exists:
+            return False
+        return _insert_ignore(
+            self._session,
+            QueueLeaseRow,
+            {"queue_id": queue_id, "holder": holder, "expires_at": until},
+            keys=("queue_id",),
+        )
+
+    def release(self, queue_id: QueueId, holder: str) -> None:
+        self._session.execute(
+            delete(QueueLeaseRow).where(
+                QueueLeaseRow.queue_id == queue_id, QueueLeaseRow.holder == holder
+            )
+        )

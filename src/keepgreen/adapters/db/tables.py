@@ -23,6 +23,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.expression import false
 
 from keepgreen.adapters.db.types import UtcDateTime
 
@@ -105,6 +106,9 @@ class QueueRow(Base):
     required_statuses: Mapped[list[str] | None] = mapped_column(JSON)
     # Entry sequence: bumped atomically at each submission (see next_position).
     position_seq: Mapped[int] = mapped_column(Integer, default=0)
+    # The target tip the engine last saw, and its test-run counter (run ids derive from it).
+    target_sha: Mapped[str | None] = mapped_column(SHA)
+    run_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
@@ -157,6 +161,7 @@ class QueueEntryRow(Base):
     position: Mapped[int] = mapped_column(Integer)
     submitted_at: Mapped[datetime] = mapped_column(UtcDateTime())
     verified_by_test_run: Mapped[str | None] = mapped_column(ID)
+    is_up_to_date: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class StateChangeRow(Base):
@@ -179,7 +184,10 @@ class StateChangeRow(Base):
 
 class TestRunRow(Base):
     __tablename__ = "test_runs"
-    __table_args__ = (Index("ix_test_runs_queue_id_status", "queue_id", "status"),)
+    __table_args__ = (
+        Index("ix_test_runs_queue_id_status", "queue_id", "status"),
+        Index("ix_test_runs_queue_id_closed_at", "queue_id", "closed_at"),
+    )
 
     id: Mapped[str] = mapped_column(ID, primary_key=True)
     queue_id: Mapped[str] = mapped_column(ID, ForeignKey("queues.id", ondelete="CASCADE"))
@@ -192,6 +200,28 @@ class TestRunRow(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     failure_reason: Mapped[str | None] = mapped_column(STATE)
+    base_tree: Mapped[str | None] = mapped_column(SHA)
+    # The built test commit: [[number, head_sha, commit, tree], ...] in merge order.
+    chain: Mapped[list[list[Any]] | None] = mapped_column(JSON)
+    bisection_root: Mapped[str | None] = mapped_column(ID)
+    started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    closed_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class QueueEffectRow(Base):
+    """The outbox: effects the scheduler decided, written in the same transaction as the state
+    that decided them, deleted in the transaction that records their result.
+    """
+
+    __tablename__ = "queue_effects"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    queue_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("queues.id", ondelete="CASCADE"), index=True
+    )
+    kind: Mapped[str] = mapped_column(STATE)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
 class TestRunEntryRow(Base):

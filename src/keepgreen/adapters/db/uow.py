@@ -10,9 +10,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from keepgreen.adapters.db.repositories import (
     SqlCommitStatuses,
+    SqlEffects,
     SqlEntries,
     SqlHistory,
     SqlImpactedTargets,
+    SqlLeases,
     SqlOrgs,
     SqlQueues,
     SqlRepositories,
@@ -42,6 +44,8 @@ class SqlUnitOfWork:
         self.test_runs = SqlTestRuns(session)
         self.statuses = SqlCommitStatuses(session, self._new_id)
         self.impacted_targets = SqlImpactedTargets(session, self._new_id)
+        self.effects = SqlEffects(session)
+        self.leases = SqlLeases(session)
         return self
 
     def __exit__(

@@ -1,20 +1,28 @@
 """The built-in code host: pull request N of a repository is its ref `refs/pull/N/head`.
 
-Reads go straight to the repository at `git_url` (a local path or file:// URL, bare or not).
-Mergeability is computed without a work tree by `git merge-tree --write-tree` (git >= 2.38).
+Reads and writes go straight to the repository at `git_url` (a local path or file:// URL, bare
+or not). Merges never need a work tree: `git merge-tree --write-tree` (git >= 2.38) and
+`git commit-tree` do them, and the target branch only moves by `git update-ref` compare-and-swap.
 """
 
 from __future__ import annotations
 
-import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlparse
 
-from keepgreen.app.ports import CodeHostError
+from keepgreen.adapters.git import merging
+from keepgreen.adapters.git.merging import Git
+from keepgreen.app.ports import (
+    BuildConflict,
+    CodeHostError,
+    Landing,
+    LandResult,
+    TestCommit,
+)
 from keepgreen.core.enums import Mergeability
 from keepgreen.core.model import PullRequestInfo, Repository
 
-_GIT_TIMEOUT_SECONDS = 60
 _FIELD_SEPARATOR = "\x1f"
 
 
@@ -33,34 +41,74 @@ def local_path(git_url: str) -> Path | None:
 
 
 class LocalGitHost:
-    """The CodeHost port over repositories on this machine."""
+    """The MergeHost port over repositories on this machine."""
 
     def pull_request(self, repo: Repository, number: int) -> PullRequestInfo | None:
-        git_dir = self._git_dir(repo)
-        ref = f"refs/pull/{number}/head"
-        result = self._git(git_dir, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
-        if result.returncode != 0:
+        """The PR's head, title and author; None when `refs/pull/<number>/head` is missing."""
+        git = self._open(repo)
+        sha = git.resolve(f"refs/pull/{number}/head")
+        if sha is None:
             return None
-        sha = result.stdout.strip()
-        shown = self._git(
-            git_dir, "show", "-s", f"--format=%s{_FIELD_SEPARATOR}%an", sha, check=True
-        )
+        shown = git.run("show", "-s", f"--format=%s{_FIELD_SEPARATOR}%an", sha, check=True)
         title, _, author = shown.stdout.rstrip("\n").partition(_FIELD_SEPARATOR)
         return PullRequestInfo(number=number, head_sha=sha, title=title, author=author)
 
     def mergeability(self, repo: Repository, *, head_sha: str, target_branch: str) -> Mergeability:
-        git_dir = self._git_dir(repo)
-        target = self._git(
-            git_dir, "rev-parse", "--verify", "--quiet", f"refs/heads/{target_branch}^{{commit}}"
-        )
-        if target.returncode != 0:
+        """Whether `head_sha` merges cleanly onto the target tip; a missing target does not."""
+        git = self._open(repo)
+        target = git.resolve(f"refs/heads/{target_branch}")
+        if target is None:
             return Mergeability.NOT_MERGEABLE
-        merged = self._git(git_dir, "merge-tree", "--write-tree", target.stdout.strip(), head_sha)
-        if merged.returncode == 0:
-            return Mergeability.MERGEABLE
-        if merged.returncode == 1:
+        if git.merge(target, head_sha) is None:
             return Mergeability.NOT_MERGEABLE  # conflicts
-        raise CodeHostError(f"git merge-tree failed in {git_dir}: {merged.stderr.strip()}")
+        return Mergeability.MERGEABLE
+
+    def branch_tip(self, repo: Repository, branch: str) -> str | None:
+        """The commit `refs/heads/<branch>` points at; None when the branch does not exist."""
+        return self._open(repo).resolve(f"refs/heads/{branch}")
+
+    def build_test_commit(
+        self, repo: Repository, *, base_sha: str, prs: Sequence[tuple[int, str]], branch: str
+    ) -> TestCommit | BuildConflict:
+        """Merge each `(number, head_sha)` in order onto `base_sha` (merge commits by keepgreen,
+        "Merging <head> into <branch>") and point `refs/heads/<branch>` at the last one, or at
+        `base_sha` when there are no PRs. On a conflict no ref changes.
+        """
+        return merging.build_test_commit(
+            self._open(repo), base_sha=base_sha, prs=prs, branch=branch
+        )
+
+    def delete_branch(self, repo: Repository, branch: str) -> None:
+        """Delete `refs/heads/<branch>`; a branch already gone is fine."""
+        # `update-ref -d` of a missing ref succeeds, so any failure here is a real one.
+        self._open(repo).run("update-ref", "-d", f"refs/heads/{branch}", check=True)
+
+    def land(self, repo: Repository, landing: Landing) -> LandResult:
+        """Move the target branch by compare-and-swap from `landing.expected_tip` to a commit
+        whose tree is the tested one (merged onto foreign changes when `exact` is off), made by
+        `landing.method`; repeating a landing that already happened returns the branch tip.
+        """
+        return merging.land(self._open(repo), landing)
+
+    def is_up_to_date(self, repo: Repository, *, head_sha: str, target_branch: str) -> bool:
+        """Whether the target branch's tip is an ancestor of (or equal to) `head_sha`; False
+        when the target branch does not exist.
+        """
+        git = self._open(repo)
+        tip = git.resolve(f"refs/heads/{target_branch}")
+        return tip is not None and git.is_ancestor(tip, head_sha)
+
+    def tree_of(self, repo: Repository, commit: str) -> str:
+        """The tree id of `commit`; a commit missing from the repository is a CodeHostError."""
+        return (
+            self._open(repo)
+            .run("rev-parse", "--verify", f"{commit}^{{tree}}", check=True)
+            .stdout.strip()
+        )
+
+    @classmethod
+    def _open(cls, repo: Repository) -> Git:
+        return Git(cls._git_dir(repo))
 
     @staticmethod
     def _git_dir(repo: Repository) -> Path:
@@ -75,19 +123,3 @@ class LocalGitHost:
         if not (path / "HEAD").exists():
             raise CodeHostError(f"repository {repo.ref}: no git repository at {path}")
         return path
-
-    @staticmethod
-    def _git(git_dir: Path, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
-        try:
-            result = subprocess.run(
-                ["git", f"--git-dir={git_dir}", *args],
-                capture_output=True,
-                text=True,
-                timeout=_GIT_TIMEOUT_SECONDS,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as error:
-            raise CodeHostError(f"git {args[0]} failed in {git_dir}: {error}") from error
-        if check and result.returncode != 0:
-            raise CodeHostError(f"git {args[0]} failed in {git_dir}: {result.stderr.strip()}")
-        return result

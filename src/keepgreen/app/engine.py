@@ -1,0 +1,102 @@
+"""The queue engine: load a queue's state, `decide`, persist the decision with its effects.
+
+Every change to a queue's entries and runs goes through `QueueEngine.advance`, inside the
+caller's transaction and under the queue's row lock, so API requests and the worker are
+serialised per queue. The effects are written to the outbox in the same transaction; only the
+worker holding the queue's lease carries them out (see `worker.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from keepgreen.app.ports import Clock, UnitOfWork
+from keepgreen.core.enums import PrState
+from keepgreen.core.ids import PullRequestId, QueueId
+from keepgreen.core.model import Queue, QueueEntry, Repository, TestRun
+from keepgreen.core.scheduler import Decision, EngineState, Event, Policy, decide
+
+_LIVE_STATES = frozenset(state for state in PrState if not state.is_terminal)
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A queue's scheduler state with the repository it belongs to."""
+
+    repository: Repository
+    state: EngineState
+    policy: Policy
+
+
+class QueueEngine:
+    """Runs `decide` against the database for one queue at a time."""
+
+    def __init__(self, *, clock: Clock) -> None:
+        self._clock = clock
+
+    def load(self, uow: UnitOfWork, queue: Queue) -> Loaded:
+        """The queue's state as the scheduler needs it (the caller holds the queue row lock)."""
+        repository = uow.repositories.get(queue.repository_id)
+        entries = tuple(uow.entries.list_for_queues([queue.id], states=_LIVE_STATES))
+        runs = tuple(uow.test_runs.list_open(queue.id))
+        roots = {run.bisection_root for run in runs if run.bisection_root is not None}
+        failed = tuple(uow.test_runs.list_failed_in_bisections(queue.id, roots))
+        targets: dict[PullRequestId, tuple[str, ...] | None] = {}
+        for entry in entries:
+            upload = uow.impacted_targets.find(queue.id, entry.number, entry.head_sha)
+            if upload is not None:
+                targets[entry.id] = upload.targets
+        shas = {run.sha for run in runs if run.sha is not None}
+        shas |= {entry.head_sha for entry in entries}
+        statuses = uow.statuses.states_for_shas(repository.id, shas)
+        state = EngineState(
+            queue=queue,
+            entries=entries,
+            runs=runs,
+            failed_runs=failed,
+            targets=targets,
+            statuses=statuses,
+            in_flight=tuple(effect for _, effect in uow.effects.list(queue.id)),
+        )
+        return Loaded(repository, state, Policy(has_built_in_ci=repository.ci_command is not None))
+
+    def advance(self, uow: UnitOfWork, queue: Queue, event: Event) -> Decision:
+        """Decide `event` for `queue` and write the result into the caller's transaction."""
+        loaded = self.load(uow, queue)
+        now = self._clock()
+        decision = decide(loaded.state, event, now=now, policy=loaded.policy)
+        self._persist(uow, loaded.state, decision)
+        return decision
+
+    def _persist(self, uow: UnitOfWork, before: EngineState, decision: Decision) -> None:
+        after = decision.state
+        if after.queue != before.queue:
+            uow.queues.save(after.queue)
+        old_entries = {entry.id: entry for entry in before.entries}
+        for entry in (*after.entries, *decision.departed):
+            if old_entries.get(entry.id) != entry:
+                uow.entries.save(entry)
+        old_runs = {run.id: run for run in before.runs}
+        for run in (*after.runs, *decision.closed_runs):
+            self._save_run(uow, old_runs.get(run.id), run)
+        for change in decision.changes:
+            uow.history.add(change)
+        now = self._clock()
+        for effect in decision.effects:
+            uow.effects.add(after.queue.id, effect, now)
+
+    @staticmethod
+    def _save_run(uow: UnitOfWork, old: TestRun | None, run: TestRun) -> None:
+        if old is None:
+            uow.test_runs.add(run)
+            return
+        if old == run:
+            return
+        uow.test_runs.save(run)
+        if old.members != run.members:
+            uow.test_runs.save_members(run)
+
+
+def live_entries(uow: UnitOfWork, queue_id: QueueId) -> tuple[QueueEntry, ...]:
+    """The queue's entries that are not in a terminal state."""
+    return tuple(uow.entries.list_for_queues([queue_id], states=_LIVE_STATES))

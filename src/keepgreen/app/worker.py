@@ -1,0 +1,265 @@
+"""The worker: reconciles every queue it can lease, and carries out their effects.
+
+For each queue, once per tick (and at once when woken after an API write): take the queue's
+lease by compare-and-swap (one writer per queue across processes), compare the code host with
+what the queue believes (target tip, PR heads, readiness) and feed the differences to the
+engine as events, tick, then carry out the outbox: each effect is done through a port and its
+result is fed back in the transaction that deletes the effect's row. A crash between the two
+repeats the effect, which is why every effect is idempotent.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import assert_never
+
+from keepgreen.app.engine import QueueEngine, live_entries
+from keepgreen.app.errors import KeepgreenError
+from keepgreen.app.ports import (
+    BuildConflict,
+    CiRunner,
+    Clock,
+    CodeHostError,
+    Landing,
+    MergeHost,
+    UnitOfWorkFactory,
+)
+from keepgreen.core.enums import PrState
+from keepgreen.core.ids import QueueId
+from keepgreen.core.model import Queue, QueueEntry, Repository
+from keepgreen.core.scheduler import (
+    BuildTestCommit,
+    CancelCi,
+    DeleteTestBranch,
+    Effect,
+    Event,
+    Land,
+    Landed,
+    LandRefused,
+    PrClosed,
+    PrHeadMoved,
+    ReadinessChanged,
+    StartCi,
+    TargetBranchMoved,
+    TestCommitBuilt,
+    TestCommitConflict,
+    Tick,
+)
+
+logger = logging.getLogger(__name__)
+
+# Bounds one pass over a queue's outbox: effects beget effects (a merge starts the next run),
+# but a pass must end so other queues get their turn.
+_MAX_EFFECTS_PER_PASS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    holder: str  # this worker's name in lease rows
+    lease_seconds: float = 30.0
+    poll_seconds: float = 1.0
+
+
+class Worker:
+    """Advances queues; safe to run in several processes against one database."""
+
+    def __init__(
+        self,
+        uow: UnitOfWorkFactory,
+        *,
+        engine: QueueEngine,
+        host: MergeHost,
+        runner: CiRunner | None,
+        clock: Clock,
+        settings: WorkerSettings,
+    ) -> None:
+        self._uow = uow
+        self._engine = engine
+        self._host = host
+        self._runner = runner
+        self._clock = clock
+        self._settings = settings
+        self.wakeup = threading.Event()
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def serve(self, stop: threading.Event) -> None:
+        """Run passes until `stop` is set; sleep between them unless woken."""
+        while not stop.is_set():
+            self.wakeup.clear()
+            try:
+                self.run_once()
+            except Exception:  # a bad pass must not kill the worker; the next one retries
+                logger.exception("worker pass failed")
+            self.wakeup.wait(self._settings.poll_seconds)
+        self.release_all()
+
+    def wake(self) -> None:
+        self.wakeup.set()
+
+    def run_once(self) -> None:
+        """One pass over every queue this worker can lease."""
+        with self._uow() as uow:
+            queue_ids = list(uow.queues.list_ids())
+        for queue_id in queue_ids:
+            if self._take_lease(queue_id):
+                self.reconcile(queue_id)
+
+    def release_all(self) -> None:
+        with self._uow() as uow:
+            for queue_id in uow.queues.list_ids():
+                uow.leases.release(queue_id, self._settings.holder)
+            uow.commit()
+
+    def _take_lease(self, queue_id: QueueId) -> bool:
+        now = self._clock()
+        until = now + timedelta(seconds=self._settings.lease_seconds)
+        with self._uow() as uow:
+            if uow.queues.get(queue_id) is None:
+                return False
+            taken = uow.leases.acquire(queue_id, self._settings.holder, now=now, until=until)
+            uow.commit()
+        return taken
+
+    # -- one queue --------------------------------------------------------------------------
+
+    def reconcile(self, queue_id: QueueId) -> None:
+        """Observe the code host, tick, and carry out the queue's outbox."""
+        with self._uow() as uow:
+            queue = uow.queues.get(queue_id)
+            if queue is None:
+                return
+            repository = uow.repositories.get(queue.repository_id)
+            entries = live_entries(uow, queue_id)
+        try:
+            observations = self._observe(repository, queue, entries)
+        except CodeHostError:
+            logger.warning("cannot read %s; queue %s waits", repository.ref, queue.branch)
+            return
+        for event in observations:
+            self._feed(queue_id, event)
+        self._feed(queue_id, Tick())
+        self._carry_out_outbox(queue_id, repository)
+
+    def _observe(
+        self, repository: Repository, queue: Queue, entries: tuple[QueueEntry, ...]
+    ) -> list[Event]:
+        events: list[Event] = []
+        tip = self._host.branch_tip(repository, queue.branch)
+        if tip is not None and tip != queue.target_sha:
+            events.append(TargetBranchMoved(tip))
+        for entry in entries:
+            info = self._host.pull_request(repository, entry.number)
+            if info is None:
+                events.append(PrClosed(entry.number))
+                continue
+            if info.head_sha != entry.head_sha:
+                events.append(PrHeadMoved(entry.number, info.head_sha))
+                continue
+            if entry.state in (PrState.NOT_READY, PrState.PENDING):
+                mergeability = self._host.mergeability(
+                    repository, head_sha=entry.head_sha, target_branch=queue.branch
+                )
+                up_to_date = self._host.is_up_to_date(
+                    repository, head_sha=entry.head_sha, target_branch=queue.branch
+                )
+                readiness = replace(entry.readiness, mergeability=mergeability)
+                if readiness != entry.readiness or up_to_date != entry.is_up_to_date:
+                    events.append(ReadinessChanged(entry.number, readiness, up_to_date))
+        return events
+
+    def _feed(self, queue_id: QueueId, event: Event, *, done: int | None = None) -> None:
+        """Decide one event in its own transaction; `done` names the answered outbox row."""
+        with self._uow() as uow:
+            queue = uow.queues.get(queue_id, lock=True)
+            if queue is None:
+                return
+            if done is not None and not uow.effects.delete(done):
+                return  # another worker answered it already
+            self._engine.advance(uow, queue, event)
+            uow.commit()
+
+    def _carry_out_outbox(self, queue_id: QueueId, repository: Repository) -> None:
+        attempted: set[int] = set()
+        for _ in range(_MAX_EFFECTS_PER_PASS):
+            with self._uow() as uow:
+                pending = [(i, e) for i, e in uow.effects.list(queue_id) if i not in attempted]
+            if not pending:
+                return
+            effect_id, effect = pending[0]
+            attempted.add(effect_id)
+            try:
+                result = self._carry_out(repository, effect)
+            except (CodeHostError, KeepgreenError, OSError):
+                # Left in the outbox: the next pass tries again.
+                logger.exception("effect %s failed for queue %s", type(effect).__name__, queue_id)
+                continue
+            if result is None:
+                with self._uow() as uow:
+                    uow.effects.delete(effect_id)
+                    uow.commit()
+            else:
+                self._feed(queue_id, result, done=effect_id)
+
+    def _carry_out(self, repository: Repository, effect: Effect) -> Event | None:
+        """Do one effect through the ports; the event that answers it, if any."""
+        match effect:
+            case BuildTestCommit():
+                built = self._host.build_test_commit(
+                    repository, base_sha=effect.base_sha, prs=effect.prs, branch=effect.branch
+                )
+                if isinstance(built, BuildConflict):
+                    return TestCommitConflict(effect.run_id, built.number)
+                base_tree = self._host.tree_of(repository, effect.base_sha)
+                return TestCommitBuilt(effect.run_id, base_tree, built.links)
+            case DeleteTestBranch():
+                self._host.delete_branch(repository, effect.branch)
+                return None
+            case StartCi():
+                if self._runner is not None:
+                    self._runner.start(
+                        repository,
+                        run_id=effect.run_id,
+                        sha=effect.sha,
+                        timeout_seconds=effect.timeout_seconds,
+                    )
+                return None
+            case CancelCi():
+                if self._runner is not None:
+                    self._runner.cancel(effect.run_id)
+                return None
+            case Land():
+                return self._land(repository, effect)
+            case _:
+                assert_never(effect)
+
+    def _land(self, repository: Repository, effect: Land) -> Event:
+        link = effect.link
+        if not link.tree:
+            link = replace(link, tree=self._host.tree_of(repository, link.commit))
+        parent_tree = effect.parent_tree or self._host.tree_of(repository, effect.parent_commit)
+        result = self._host.land(
+            repository,
+            Landing(
+                target_branch=effect.target_branch,
+                expected_tip=effect.expected_tip,
+                method=effect.method,
+                link=link,
+                parent_commit=effect.parent_commit,
+                parent_tree=parent_tree,
+                exact=effect.exact,
+                title=effect.title,
+                author=effect.author,
+                token=effect.token,
+            ),
+        )
+        if result.new_tip is not None:
+            return Landed(effect.number, result.new_tip)
+        problem = result.problem or "target_moved"
+        tip = None
+        if problem == "target_moved":
+            tip = self._host.branch_tip(repository, effect.target_branch)
+        return LandRefused(effect.number, problem, tip)
