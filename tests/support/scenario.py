@@ -35,11 +35,14 @@ class Scenario:
     repo: GitRepo
     clock: FakeClock
     branch: str = "main"
-    # PR numbers whose next CI answer fails once (a flake), then pass as usual.
+    # PR numbers whose next run testing them fails once (a flake), then pass as usual.
     flaky_once: set[int] = field(default_factory=set)
     # Set False to leave runs unanswered (a CI that never reports).
     ci_answers: bool = True
+    # (dependents, tested) PR numbers of every run CI answered, in answering order.
     started: list[tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=list)
+    # The runs CI answered, as built (with their chains), in answering order.
+    answered_runs: list[TestRun] = field(default_factory=list)
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -133,7 +136,9 @@ class Scenario:
         if not self.ci_answers:
             return 0
         answered = 0
-        for run in self.open_runs():
+        # Oldest first, and among runs made together the shortest predicted branch first.
+        runs = sorted(self.open_runs(), key=lambda r: (r.created_at, len(r.members)))
+        for run in runs:
             if run.status is not TestRunStatus.IN_PROGRESS or run.sha is None:
                 continue
             with self.container.unit_of_work() as uow:
@@ -141,11 +146,13 @@ class Scenario:
                 reported = uow.statuses.states_for_shas(repository.id, [run.sha])
             if reported.get(run.sha, {}).get(CI) is not None:
                 continue
-            members = self.numbers(run.members)
-            self.started.append((self.numbers(run.dependent_prs), self.numbers(run.tested_prs)))
+            tested = self.numbers(run.tested_prs)
+            self.started.append((self.numbers(run.dependent_prs), tested))
+            self.answered_runs.append(run)
             files = self.repo.git("ls-tree", "-r", "--name-only", run.sha).splitlines()
             failing = any(name.startswith("BAD-") for name in files)
-            flakes = self.flaky_once & set(members)
+            # A flake hits the run testing the PR, not the runs that merely hold it.
+            flakes = self.flaky_once & set(tested)
             if flakes:
                 failing = True
                 self.flaky_once -= flakes

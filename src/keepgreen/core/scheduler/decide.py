@@ -328,10 +328,16 @@ class _World:
     def target_moved(self, sha: str) -> None:
         if self.queue.target_sha == sha:
             return
-        first_sight = self.queue.target_sha is None
-        self.set_tip(sha)
-        if first_sight:
+        if self.queue.target_sha is None:
+            # First sight: what the code host said about PR heads was said against this tip.
+            self.queue = replace(self.queue, target_sha=sha)
+            self.changed = True
             return
+        if self.landing_in_flight() is not None:
+            # The queue's own landing may be what moved it (a crash before its result was
+            # recorded); the landing's answer settles it, with the tip when it was not ours.
+            return
+        self.set_tip(sha)
         # Someone else moved the branch: nothing tested so far contains their commits.
         for run in list(self.runs.values()):
             self.invalidate(run, StateReason.TARGET_BRANCH_MOVED)
@@ -358,20 +364,18 @@ class _World:
         self.changed = True
 
     def landed(self, number: int, new_tip: str) -> None:
+        # The landing itself tells how the PR was verified (the entry may have been sent back
+        # to `pending` meanwhile, when a PR behind it in its batch left).
+        land = next((e for e in self.in_flight if isinstance(e, Land) and e.number == number), None)
         self.forget_effect(Land, number)
         self.set_tip(new_tip)
         entry = self.entry_by_number(number)
         if entry is None:
             return
-        direct = entry.state is PrState.PENDING
+        verified_by = land.run_id if land is not None else entry.verified_by_test_run
+        direct = verified_by is None
         reason = StateReason.MERGED_DIRECTLY if direct else StateReason.MERGED_BY_QUEUE
-        self.move(
-            entry,
-            PrState.MERGED,
-            reason,
-            run_id=entry.verified_by_test_run,
-            verified_by=entry.verified_by_test_run,
-        )
+        self.move(entry, PrState.MERGED, reason, run_id=verified_by, verified_by=verified_by)
 
     def land_refused(self, number: int, problem: str, tip: str | None) -> None:
         self.forget_effect(Land, number)
@@ -500,17 +504,22 @@ class _World:
 
     def drop_stale_runs(self) -> None:
         """A run whose predicted branch no longer matches the queue is abandoned; its entries
-        go back to `pending` to be tested on the right branch.
+        go back to `pending` to be tested on the right branch. Repeats until none is stale:
+        the later steps of the round must not act on a stale run's result.
         """
-        order = self.order()
-        deps = self.deps(order)
-        for run in list(self.runs.values()):
-            if run.id not in self.runs:
-                continue
-            reason = self.stale_reason(run, deps)
-            if reason is not None:
-                self.invalidate(run, reason)
-                return  # the order changed; the next round looks again
+        while True:
+            deps = self.deps(self.order())
+            stale = next(
+                (
+                    (run, reason)
+                    for run in self.runs.values()
+                    if (reason := self.stale_reason(run, deps)) is not None
+                ),
+                None,
+            )
+            if stale is None:
+                return
+            self.invalidate(*stale)
 
     def stale_reason(
         self, run: TestRun, deps: dict[PullRequestId, tuple[PullRequestId, ...]]
@@ -624,8 +633,13 @@ class _World:
             if not group:
                 continue
             ahead = {d for entry in group for d in deps.get(entry.id, ())} - set(run.tested_prs)
-            if any(self.entries[d].state is not PrState.TESTS_PASSED for d in ahead):
-                continue  # a predecessor may be the culprit: wait for it
+            if any(
+                d not in self.entries or self.entries[d].state is not PrState.TESTS_PASSED
+                for d in ahead
+            ):
+                # A predecessor may be the culprit: wait for it. One that just failed (earlier
+                # in this loop) makes this run stale; the next round re-tests without it.
+                continue
             if run.failure_reason is not StateReason.MERGE_CONFLICT and self.awaits_successors(
                 run, order, deps
             ):
@@ -786,6 +800,11 @@ class _World:
             if deps.get(entry.id):
                 continue
             if entry.state is PrState.TESTS_PASSED and entry.verified_by_test_run is not None:
+                run = self.runs.get(entry.verified_by_test_run)
+                if run is None or self.stale_reason(run, deps) is not None:
+                    # A PR in its test branch failed or left in this very round: the tested
+                    # tree is not the one that would land. The next round re-tests it.
+                    continue
                 landing = self.landing_from_run(entry, tip)
             elif entry.state is PrState.PENDING and self.can_merge_directly(entry, order, deps):
                 landing = self.direct_landing(entry, tip)

@@ -1,0 +1,98 @@
+"""The worker can stop at any point: another one takes over and nothing is lost or repeated."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from keepgreen.bootstrap import Container, bootstrap
+from keepgreen.core.scheduler import Landed
+from tests.support.scenario import Scenario
+
+
+@pytest.fixture
+def second_container(scenario: Scenario) -> Iterator[Container]:
+    """Another process on the same database and data dir: a new worker with its own name."""
+    settings = scenario.container.settings
+    built = bootstrap(settings, clock=scenario.clock, run_migrations=False)
+    yield built
+    built.close()
+
+
+def test_a_new_worker_takes_over_once_the_old_lease_expires(
+    scenario: Scenario, second_container: Container
+) -> None:
+    """PRs 1 and 2 are queued and PR 1 is testing when the worker stops for good (its process
+    died, holding the queue's lease). A new worker does nothing while the lease lasts, takes
+    the queue over once it expires, and both PRs merge; PR 1's run is not started again.
+    """
+    scenario.create_queue()
+    for number in (1, 2):
+        scenario.pr(number, {f"f{number}.txt": f"{number}\n"}, title=f"Add {number}")
+        scenario.submit(number)
+    scenario.work()
+    assert scenario.answer_ci() == 1
+
+    scenario.container = second_container
+    scenario.work()
+    assert scenario.states() == {1: "testing", 2: "pending"}  # the old worker's lease holds
+
+    scenario.clock.advance(seconds=31)
+    scenario.settle()
+
+    assert scenario.final() == {
+        1: ("merged", "merged_by_queue"),
+        2: ("merged", "merged_by_queue"),
+    }
+    assert scenario.main_log() == ["Add 2 (#2)", "Add 1 (#1)", "initial commit"]
+    # PR 2 started on top of PR 1 while PR 1 was landing (before the old worker died).
+    assert scenario.started == [((), (1,)), ((1,), (2,))]
+    assert scenario.test_branches() == []
+
+
+def test_a_crash_between_landing_and_recording_it_is_not_a_foreign_push(
+    scenario: Scenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Concurrency 2: PR 1 and PR 2 (on top of PR 1) pass. The worker lands PR 1 and crashes
+    before recording the landing. The next pass finds main moved and the landing still in the
+    outbox: repeating it recognises the landing already made. PR 1 lands exactly once, as
+    merged_by_queue, and PR 2's passed run still counts (it was built on PR 1's tested tree).
+
+    (Regression: the next pass saw main moved before replaying the outbox and took the
+    queue's own landing for a foreign push, re-testing everything.)
+    """
+    scenario.create_queue(concurrency=2)
+    for number in (1, 2):
+        scenario.pr(number, {f"f{number}.txt": f"{number}\n"}, title=f"Add {number}")
+        scenario.submit(number)
+    scenario.work()
+    assert scenario.answer_ci() == 2
+
+    worker = scenario.container.worker
+    feed = worker._feed
+    crashed: list[Any] = []
+
+    def crash_once(queue_id: Any, event: Any, **kwargs: Any) -> None:
+        if isinstance(event, Landed) and not crashed:
+            crashed.append(event)
+            raise KeyboardInterrupt  # the process dies here
+        feed(queue_id, event, **kwargs)
+
+    monkeypatch.setattr(worker, "_feed", crash_once)
+    with pytest.raises(KeyboardInterrupt):
+        scenario.work()
+    assert crashed
+    assert scenario.main_log() == ["Add 1 (#1)", "initial commit"]
+
+    scenario.settle()
+
+    assert scenario.final() == {
+        1: ("merged", "merged_by_queue"),
+        2: ("merged", "merged_by_queue"),
+    }
+    assert scenario.main_log() == ["Add 2 (#2)", "Add 1 (#1)", "initial commit"]
+    assert scenario.main_files() == {"README.md", "f1.txt", "f2.txt"}
+    assert scenario.started == [((), (1,)), ((1,), (2,))]
+    assert "target_branch_moved" not in scenario.reasons(2)
