@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -96,3 +99,60 @@ def test_a_crash_between_landing_and_recording_it_is_not_a_foreign_push(
     assert scenario.main_files() == {"README.md", "f1.txt", "f2.txt"}
     assert scenario.started == [((), (1,)), ((1,), (2,))]
     assert "target_branch_moved" not in scenario.reasons(2)
+
+
+def test_two_workers_running_at_once_never_advance_the_queue_together(
+    scenario: Scenario, second_container: Container
+) -> None:
+    """Two worker processes run their loops at the same time against one database. The
+    queue's lease lets only one of them reconcile it at any moment, and the PRs merge once
+    each, in order.
+    """
+    scenario.create_queue(concurrency=3)
+    for number in (1, 2, 3, 4):
+        scenario.pr(number, {f"f{number}.txt": f"{number}\n"}, title=f"Add {number}")
+        scenario.submit(number)
+    intervals: list[tuple[str, float, float]] = []
+    guard = threading.Lock()
+    workers = [scenario.container.worker, second_container.worker]
+
+    def recording(worker: Any, name: str) -> None:
+        original = worker.reconcile
+
+        def reconcile(queue_id: Any) -> None:
+            started = time.monotonic()
+            try:
+                original(queue_id)
+            finally:
+                with guard:
+                    intervals.append((name, started, time.monotonic()))
+
+        worker.reconcile = reconcile
+
+    for index, worker in enumerate(workers):
+        recording(worker, f"worker-{index}")
+    stop = threading.Event()
+    threads = [threading.Thread(target=w.serve, args=(stop,), daemon=True) for w in workers]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline and scenario.live_entries():
+            scenario.answer_ci()
+            for worker in workers:
+                worker.wake()
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.wake()
+        for thread in threads:
+            thread.join(timeout=10)
+    assert scenario.final() == dict.fromkeys((1, 2, 3, 4), ("merged", "merged_by_queue"))
+    assert scenario.main_log() == ["Add 4 (#4)", "Add 3 (#3)", "Add 2 (#2)", "Add 1 (#1)",
+                                   "initial commit"]  # fmt: skip
+    # While a lease is held its holder alone reconciles: one worker did all the work (the
+    # other only ever found the lease taken), and no two passes overlapped.
+    assert {name for name, _, _ in intervals} in ({"worker-0"}, {"worker-1"})
+    spans = sorted((start, end) for _, start, end in intervals)
+    assert all(end <= next_start for (_, end), (next_start, _) in itertools.pairwise(spans))
