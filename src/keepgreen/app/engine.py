@@ -41,11 +41,14 @@ class QueueEngine:
         runs = tuple(uow.test_runs.list_open(queue.id))
         roots = {run.bisection_root for run in runs if run.bisection_root is not None}
         failed = tuple(uow.test_runs.list_failed_in_bisections(queue.id, roots))
-        targets: dict[PullRequestId, tuple[str, ...] | None] = {}
-        for entry in entries:
-            upload = uow.impacted_targets.find(queue.id, entry.number, entry.head_sha)
-            if upload is not None:
-                targets[entry.id] = upload.targets
+        uploads = uow.impacted_targets.find_for_heads(
+            queue.id, [(entry.number, entry.head_sha) for entry in entries]
+        )
+        targets: dict[PullRequestId, tuple[str, ...] | None] = {
+            entry.id: uploads[(entry.number, entry.head_sha)].targets
+            for entry in entries
+            if (entry.number, entry.head_sha) in uploads
+        }
         shas = {run.sha for run in runs if run.sha is not None}
         shas |= {entry.head_sha for entry in entries}
         statuses = uow.statuses.states_for_shas(repository.id, shas)

@@ -302,6 +302,9 @@ class ImpactedTargetsRepository(Protocol):
         ...
 
     def find(self, queue_id: QueueId, pr_number: int, head_sha: str) -> ImpactedTargets | None: ...
+    def find_for_heads(
+        self, queue_id: QueueId, heads: Collection[tuple[int, str]]
+    ) -> dict[tuple[int, str], ImpactedTargets]: ...
 
 
 class UnitOfWork(Protocol):

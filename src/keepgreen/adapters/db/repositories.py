@@ -557,6 +557,26 @@ class SqlImpactedTargets:
             updates=("targets", "uploaded_at"),
         )
 
+    def find_for_heads(
+        self, queue_id: QueueId, heads: Collection[tuple[int, str]]
+    ) -> dict[tuple[int, str], ImpactedTargets]:
+        """The uploads for each `(pr_number, head_sha)` that has one, in one query."""
+        if not heads:
+            return {}
+        wanted = set(heads)
+        rows = self._session.scalars(
+            select(ImpactedTargetsRow).where(
+                ImpactedTargetsRow.queue_id == queue_id,
+                ImpactedTargetsRow.pr_number.in_(sorted({number for number, _ in wanted})),
+            )
+        )
+        found = {}
+        for row in rows:
+            key = (row.pr_number, row.head_sha)
+            if key in wanted:
+                found[key] = impacted_targets_from_row(row)
+        return found
+
     def find(self, queue_id: QueueId, pr_number: int, head_sha: str) -> ImpactedTargets | None:
         row = self._session.scalar(
             select(ImpactedTargetsRow).where(

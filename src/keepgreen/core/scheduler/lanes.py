@@ -34,20 +34,19 @@ def dependencies(
     In single mode an entry depends on all entries ahead. In parallel mode an entry without
     uploaded targets counts as impacting everything (it cannot be placed in a lane).
     """
+    if mode is QueueMode.SINGLE:
+        # One line: everything ahead, already in queue order.
+        ids = tuple(entry.id for entry in order)
+        return {entry_id: ids[:index] for index, entry_id in enumerate(ids)}
     position = {entry.id: index for index, entry in enumerate(order)}
     closure: dict[PullRequestId, set[PullRequestId]] = {}
     for index, entry in enumerate(order):
         found: set[PullRequestId] = set()
-        if mode is QueueMode.SINGLE:
-            found = {ahead.id for ahead in order[:index]}
-        else:
-            mine = targets.get(entry.id)
-            for ahead in order[:index]:
-                if ahead.id in found:
-                    continue
-                if _overlap(mine, targets.get(ahead.id)):
-                    found.add(ahead.id)
-                    found |= closure[ahead.id]
+        mine = targets.get(entry.id)
+        for ahead in order[:index]:
+            if ahead.id not in found and _overlap(mine, targets.get(ahead.id)):
+                found.add(ahead.id)
+                found |= closure[ahead.id]
         closure[entry.id] = found
     return {
         entry_id: tuple(sorted(found, key=position.__getitem__))
