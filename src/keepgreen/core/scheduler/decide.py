@@ -246,24 +246,46 @@ class _World:
                 )
             case TestCommitBuilt(run_id=run_id, base_tree=base_tree, links=links):
                 self.built(run_id, base_tree, links)
-            case TestCommitConflict(run_id=run_id):
+            case TestCommitConflict(run_id=run_id, number=number):
                 self.forget_effect(BuildTestCommit, run_id)
                 run = self.runs.get(run_id)
                 if run is not None and run.status is TestRunStatus.IN_PROGRESS:
+                    culprit = self.entry_by_number(number)
+                    ahead = culprit is not None and culprit.id not in run.tested_prs
+                    # A PR ahead that does not merge is not the tested PRs' fault.
+                    reason = (
+                        StateReason.PREDECESSOR_CHANGED if ahead else StateReason.MERGE_CONFLICT
+                    )
                     self.put_run(
                         replace(
                             run,
                             status=TestRunStatus.FAILED,
-                            failure_reason=StateReason.MERGE_CONFLICT,
+                            failure_reason=reason,
                             finished_at=self.now,
                         )
                     )
+                    self.conflict_ahead(run, number)
             case Landed(number=number, new_tip=new_tip):
                 self.landed(number, new_tip)
             case LandRefused(number=number, problem=problem, tip=tip):
                 self.land_refused(number, problem, tip)
             case _:
                 assert_never(event)
+
+    def conflict_ahead(self, run: TestRun, number: int) -> None:
+        """A PR ahead of the tested ones (`number`, a dependent of `run`) did not merge onto the
+        run's base. When its own verdict came from a run on another base (in parallel mode,
+        another lane landed since), that verdict no longer stands: it is tested again on this
+        base (and fails there if it really conflicts). Meanwhile the run's tested PRs wait for
+        the PRs ahead to leave (`resolve_failures`), then are tested again.
+        """
+        culprit = self.entry_by_number(number)
+        if culprit is None or culprit.id in run.tested_prs:
+            return
+        for other in list(self.runs.values()):
+            vouches = culprit.id in other.tested_prs or culprit.verified_by_test_run == other.id
+            if other.id != run.id and vouches and other.base_sha != run.base_sha:
+                self.invalidate(other, StateReason.TARGET_BRANCH_MOVED)
 
     def forget_effect(self, kind: type[BuildTestCommit] | type[Land], key: object) -> None:
         """Drop an answered effect from the outbox view (the interpreter deletes its row)."""
@@ -421,12 +443,12 @@ class _World:
         """`queue_order`, with the entries already placed on a test branch in the order of the
         branches they are on.
 
-        Every live member of an open run is placed, dependents included (a PR whose landing is
-        under way stays in front of the runs built on it); so is a restarted entry (a restart
-        keeps its place, and so its successors' runs). Placed entries go by their depth in the
-        runs that hold them, not by admission: a PR that went ahead by priority, or that became
-        ready late, was placed on top of the PRs already placed and must stay there once placed
-        itself, or the runs built on it would look stale forever.
+        Every live member of an open run is placed, dependents included: a PR whose own run was
+        abandoned (restarted, or landing) stays in front of the runs built on top of it, which
+        go on. Placed entries go by their depth in the runs that hold them, not by admission: a
+        PR that went ahead by priority, or that became ready late, was placed on top of the PRs
+        already placed and must stay there once placed itself, or the runs built on it would
+        look stale forever.
         """
         depth: dict[PullRequestId, int] = {}
         for run in self.runs.values():
@@ -434,11 +456,6 @@ class _World:
             for index, member in enumerate(chain):
                 depth[member] = min(depth.get(member, index), index)
         holding = set(depth)
-        holding |= {
-            e.id
-            for e in self.entries.values()
-            if e.state is PrState.PENDING and e.state_reason is StateReason.RESTART_REQUESTED
-        }
         placed = sorted(
             (e for e in self.entries.values() if e.state in _RESTARTABLE or e.id in holding),
             key=lambda e: (depth.get(e.id, len(self.entries)), e.position, e.id),
@@ -631,6 +648,13 @@ class _World:
                 and self.entries[t].verified_by_test_run is None
             ]
             if not group:
+                continue
+            if run.failure_reason is StateReason.PREDECESSOR_CHANGED:
+                # Its branch could not be built because of a PR ahead (`conflict_ahead`): no
+                # blame. Once the PRs ahead have left (merged: a failure makes the run stale),
+                # the group is tested again on the tip that holds them.
+                if not any(d in self.entries for d in run.dependent_prs):
+                    self.invalidate(run, StateReason.PREDECESSOR_CHANGED)
                 continue
             ahead = {d for entry in group for d in deps.get(entry.id, ())} - set(run.tested_prs)
             if any(
