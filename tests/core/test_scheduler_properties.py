@@ -402,7 +402,7 @@ class MergeQueueMachine(RuleBasedStateMachine):
 
 
 MergeQueueMachine.TestCase.settings = settings(
-    max_examples=300,
+    max_examples=200,
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -151,8 +151,9 @@ def test_two_workers_running_at_once_never_advance_the_queue_together(
     assert scenario.final() == dict.fromkeys((1, 2, 3, 4), ("merged", "merged_by_queue"))
     assert scenario.main_log() == ["Add 4 (#4)", "Add 3 (#3)", "Add 2 (#2)", "Add 1 (#1)",
                                    "initial commit"]  # fmt: skip
-    # While a lease is held its holder alone reconciles: one worker did all the work (the
-    # other only ever found the lease taken), and no two passes overlapped.
-    assert {name for name, _, _ in intervals} in ({"worker-0"}, {"worker-1"})
+    # While a lease is held its holder alone reconciles: no two passes overlapped. (The test's
+    # clock moves 1 ms per reading, so under load a lease may expire between passes in virtual
+    # time and the other worker take over: that is allowed, overlapping is not.)
+    assert intervals
     spans = sorted((start, end) for _, start, end in intervals)
     assert all(end <= next_start for (_, end), (next_start, _) in itertools.pairwise(spans))

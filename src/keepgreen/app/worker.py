@@ -189,6 +189,12 @@ class Worker:
                 pending = [(i, e) for i, e in uow.effects.list(queue_id) if i not in attempted]
             if not pending:
                 return
+            if not self._take_lease(queue_id):
+                # A long pass outlived the lease and another worker took the queue over:
+                # stop here rather than act beside it (renewing before each effect keeps the
+                # overlap to at most the effect under way).
+                logger.warning("lost the lease of queue %s mid-pass", queue_id)
+                return
             effect_id, effect = pending[0]
             attempted.add(effect_id)
             try:
