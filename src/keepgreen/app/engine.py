@@ -37,7 +37,7 @@ class QueueEngine:
     def load(self, uow: UnitOfWork, queue: Queue) -> Loaded:
         """The queue's state as the scheduler needs it (the caller holds the queue row lock)."""
         repository = uow.repositories.get(queue.repository_id)
-        entries = tuple(uow.entries.list_for_queues([queue.id], states=_LIVE_STATES))
+        entries = live_entries(uow, queue.id)
         runs = tuple(uow.test_runs.list_open(queue.id))
         roots = {run.bisection_root for run in runs if run.bisection_root is not None}
         failed = tuple(uow.test_runs.list_failed_in_bisections(queue.id, roots))

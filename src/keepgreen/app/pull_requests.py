@@ -39,8 +39,6 @@ from keepgreen.core.scheduler import (
     UserCancelled,
 )
 
-_RESTARTABLE = frozenset({PrState.TESTING, PrState.PENDING_FAILURE, PrState.TESTS_PASSED})
-
 
 @dataclass(frozen=True, slots=True)
 class QueueTarget:
@@ -145,7 +143,7 @@ class PullRequestService:
         with self._uow() as uow:
             queue = self._queue(uow, target, lock=True)
             entry = find_queued_entry(uow, queue, number)
-            if entry.state not in _RESTARTABLE:
+            if not entry.state.is_started:
                 raise Conflict(
                     "not_restartable",
                     f"pull request #{number} is {entry.state.value}; only a PR that is testing, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from keepgreen.app.engine import QueueEngine
+from keepgreen.app.engine import QueueEngine, live_entries
 from keepgreen.app.errors import Conflict, InvalidInput
 from keepgreen.app.lookup import find_queue, find_repository
 from keepgreen.app.ports import Clock, IdFactory, UnitOfWorkFactory
@@ -23,7 +23,6 @@ from keepgreen.core.names import branch_name_problem
 from keepgreen.core.ordering import queue_order
 from keepgreen.core.scheduler import QueueConfigChanged
 
-_LIVE_STATES = frozenset(state for state in PrState if not state.is_terminal)
 _ADMITTED_STATES = frozenset(state for state in PrState if state.is_admitted)
 
 
@@ -193,7 +192,7 @@ class QueueService:
         """Delete an empty queue: every submitted PR must have merged, failed or been cancelled."""
         with self._uow() as uow:
             queue = find_queue(uow, find_repository(uow, org_id, ref), branch, lock=True)
-            live = uow.entries.list_for_queues([queue.id], states=_LIVE_STATES)
+            live = live_entries(uow, queue.id)
             if live:
                 numbers = ", ".join(f"#{entry.number}" for entry in live[:10])
                 raise Conflict(

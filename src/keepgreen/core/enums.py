@@ -20,12 +20,20 @@ class PrState(StrEnum):
         return self in _TERMINAL
 
     @property
+    def is_started(self) -> bool:
+        """True once a test run has taken it (testing, or decided and not yet landed): the
+        states a restart applies to, and that keep their place in the queue.
+        """
+        return self in _STARTED
+
+    @property
     def is_admitted(self) -> bool:
         """True for the states counted as "in the queue" (not_ready and terminal excluded)."""
         return self in _ADMITTED
 
 
 _TERMINAL = frozenset({PrState.MERGED, PrState.FAILED, PrState.CANCELLED})
+_STARTED = frozenset({PrState.TESTING, PrState.TESTS_PASSED, PrState.PENDING_FAILURE})
 _ADMITTED = frozenset(
     {PrState.PENDING, PrState.TESTING, PrState.TESTS_PASSED, PrState.PENDING_FAILURE}
 )

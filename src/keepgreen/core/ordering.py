@@ -11,11 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from keepgreen.core.enums import PrState
 from keepgreen.core.ids import PullRequestId
 from keepgreen.core.model import QueueEntry
-
-_STARTED = frozenset({PrState.TESTING, PrState.TESTS_PASSED, PrState.PENDING_FAILURE})
 
 
 def queue_order(
@@ -28,7 +25,7 @@ def queue_order(
     admitted = [entry for entry in entries if entry.state.is_admitted]
 
     def is_started(entry: QueueEntry) -> bool:
-        return entry.state in _STARTED or entry.id in holding
+        return entry.state.is_started or entry.id in holding
 
     urgent = sorted(
         (e for e in admitted if e.priority.skips_the_line),

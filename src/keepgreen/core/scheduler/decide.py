@@ -68,7 +68,6 @@ _RUN_ID_NAMESPACE = uuid.UUID("5b0f4c52-8a53-4c1e-9d3e-6f2f1b1c7a10")
 _FAILING = frozenset({CommitState.FAILURE, CommitState.ERROR})
 _DECIDED = frozenset({TestRunStatus.SUCCEEDED, TestRunStatus.FAILED})
 _RUNNING = frozenset({TestRunStatus.QUEUED, TestRunStatus.IN_PROGRESS})
-_RESTARTABLE = frozenset({PrState.TESTING, PrState.TESTS_PASSED, PrState.PENDING_FAILURE})
 # Reconciliation reaches a fixed point in a few rounds; the bound only guards against a bug
 # turning into an endless loop.
 _MAX_ROUNDS = 1000
@@ -338,7 +337,7 @@ class _World:
 
     def restart(self, number: int) -> None:
         entry = self.entry_by_number(number)
-        if entry is None or entry.state not in _RESTARTABLE:
+        if entry is None or not entry.state.is_started:
             return
         run = self.current_run(entry.id)
         if run is not None:
@@ -457,7 +456,7 @@ class _World:
                 depth[member] = min(depth.get(member, index), index)
         holding = set(depth)
         placed = sorted(
-            (e for e in self.entries.values() if e.state in _RESTARTABLE or e.id in holding),
+            (e for e in self.entries.values() if e.state.is_started or e.id in holding),
             key=lambda e: (depth.get(e.id, len(self.entries)), e.position, e.id),
         )
         # queue_order sorts placed entries by position: hand it their rank instead.
