@@ -14,15 +14,24 @@ from sqlalchemy.orm import sessionmaker
 from keepgreen.adapters.ci.runner import BuiltInRunner
 from keepgreen.adapters.db.engine import make_engine, migrate
 from keepgreen.adapters.db.uow import SqlUnitOfWork
-from keepgreen.adapters.git.local_host import LocalGitHost
+from keepgreen.adapters.git.local_host import LocalGitHost, local_path
+from keepgreen.adapters.junit import ReportError, parse_report
+from keepgreen.adapters.owners import OwnersFile, read_codeowners
 from keepgreen.app.admin import AdminService
 from keepgreen.app.engine import QueueEngine
+from keepgreen.app.errors import InvalidInput
+from keepgreen.app.flaky.detection import Detector, Housekeeping
+from keepgreen.app.flaky.ingest import IngestService
+from keepgreen.app.flaky.manage import FlakyManageService
+from keepgreen.app.flaky.reads import FlakyReadService
 from keepgreen.app.metrics import MetricsService
 from keepgreen.app.ports import Clock, IdFactory, MergeHost, UnitOfWork, UnitOfWorkFactory
 from keepgreen.app.pull_requests import PullRequestService
 from keepgreen.app.queues import QueueService
 from keepgreen.app.testing import StatusService, TestingService
 from keepgreen.app.worker import Worker, WorkerSettings
+from keepgreen.core.flaky.results import CaseResult
+from keepgreen.core.model import Repository
 from keepgreen.settings import Settings
 
 
@@ -33,6 +42,28 @@ def utc_now() -> datetime:
 
 def new_uuid() -> str:
     return str(uuid.uuid4())
+
+
+def parse_junit(filename: str, data: bytes) -> list[CaseResult]:
+    """The JUnit parser, its refusals as the 400 that names the file."""
+    try:
+        return parse_report(filename, data)
+    except ReportError as error:
+        raise InvalidInput("invalid_report", f"file {error}") from error
+
+
+class CodeOwnersFiles:
+    """CODEOWNERS from an upload's text, or from the repository's default branch (HEAD)."""
+
+    def from_text(self, text: str) -> OwnersFile:
+        return OwnersFile.parse(text)
+
+    def from_repository(self, repository: Repository) -> OwnersFile | None:
+        path = local_path(repository.git_url)
+        if path is None or not path.exists():
+            return None
+        text = read_codeowners(path, "HEAD")
+        return OwnersFile.parse(text) if text is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +81,10 @@ class Container:
     unit_of_work: UnitOfWorkFactory
     worker: Worker
     runner: BuiltInRunner
+    ingest: IngestService
+    flaky: FlakyReadService
+    flaky_manage: FlakyManageService
+    housekeeping: Housekeeping
 
     def close(self) -> None:
         self.runner.close(wait=False)
@@ -85,6 +120,14 @@ def bootstrap(
             parts["worker"].wake()
 
     statuses = StatusService(unit_of_work, clock=clock, wake=wake)
+    detector = Detector()
+    housekeeping = Housekeeping(
+        unit_of_work,
+        detector=detector,
+        clock=clock,
+        result_retention_days=settings.result_retention_days,
+        rollup_retention_days=settings.rollup_retention_days,
+    )
     runner = BuiltInRunner(
         data_dir=settings.data_dir, report=statuses.record, max_parallel=settings.ci_parallel
     )
@@ -97,7 +140,9 @@ def bootstrap(
         settings=WorkerSettings(
             holder=f"{socket.gethostname()}:{os.getpid()}:{new_uuid()[:8]}",
             poll_seconds=settings.worker_poll_seconds,
+            chore_seconds=settings.flaky_sweep_seconds,
         ),
+        chores=(housekeeping.sweep, housekeeping.purge),
     )
     parts["worker"] = worker
     return Container(
@@ -121,6 +166,17 @@ def bootstrap(
         unit_of_work=unit_of_work,
         worker=worker,
         runner=runner,
+        ingest=IngestService(
+            unit_of_work,
+            parse=parse_junit,
+            owners=CodeOwnersFiles(),
+            detector=detector,
+            clock=clock,
+            new_id=new_id,
+        ),
+        flaky=FlakyReadService(unit_of_work, clock=clock),
+        flaky_manage=FlakyManageService(unit_of_work, detector=detector, clock=clock),
+        housekeeping=housekeeping,
     )
 
 

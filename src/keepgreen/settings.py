@@ -25,6 +25,13 @@ class Settings(BaseSettings):
     ci_parallel: int = 4
     # Seconds between worker passes when nothing wakes it.
     worker_poll_seconds: float = 1.0
+    # Where people reach this keepgreen: the base of the `html_url`s the flaky-test API gives.
+    public_url: str = "http://127.0.0.1:8080"
+    # Raw flaky-test results are kept this many days; the rollups the API reads, this many.
+    result_retention_days: int = 30
+    rollup_retention_days: int = 90
+    # Seconds between the worker's flaky-test sweeps (monitors recovering, retention).
+    flaky_sweep_seconds: float = 60.0
 
     def resolved_database_url(self) -> str:
         """The database URL; by default SQLite inside the data dir."""

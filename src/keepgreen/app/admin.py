@@ -6,7 +6,7 @@ import hashlib
 import hmac
 import secrets
 
-from keepgreen.app.errors import Conflict, InvalidInput
+from keepgreen.app.errors import Conflict, InvalidInput, NotFound
 from keepgreen.app.ports import Clock, IdFactory, StoredToken, UnitOfWork, UnitOfWorkFactory
 from keepgreen.core.ids import OrgId, RepositoryId
 from keepgreen.core.model import Org, RepoRef, Repository
@@ -34,6 +34,18 @@ class AdminService:
             uow.tokens.add(StoredToken(self._new_id(), org.id, hash_token(token), self._clock()))
             uow.commit()
         return token
+
+    def org_slug(self, org_id: OrgId, *, claimed: str | None = None) -> str:
+        """The org's slug; a different `claimed` slug (a request's org_url_slug) is a 404,
+        since a token sees its own org only.
+        """
+        with self._uow() as uow:
+            org = uow.orgs.get(org_id)
+        if org is None or (claimed is not None and claimed != org.slug):
+            raise NotFound(
+                "org_not_found", f"organization {claimed!r} is not the API token's organization"
+            )
+        return org.slug
 
     def authenticate(self, token: str) -> OrgId | None:
         """The org of a token, or None. The hash is compared in constant time."""

@@ -11,6 +11,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Protocol, Self
 
+from keepgreen.app.flaky.store import FlakyStore
 from keepgreen.core.enums import CommitState, Mergeability, MergeMethod, PrState, TestRunKind
 from keepgreen.core.ids import OrgId, PullRequestId, QueueId, RepositoryId, TestRunId
 from keepgreen.core.model import (
@@ -194,6 +195,7 @@ class EntryPage:
 
 class OrgRepository(Protocol):
     def get_by_slug(self, slug: str) -> Org | None: ...
+    def get(self, org_id: OrgId) -> Org | None: ...
     def add(self, org: Org) -> None: ...
 
 
@@ -332,6 +334,8 @@ class UnitOfWork(Protocol):
     def effects(self) -> EffectRepository: ...
     @property
     def leases(self) -> LeaseRepository: ...
+    @property
+    def flaky(self) -> FlakyStore: ...
 
     def __enter__(self) -> Self: ...
     def __exit__(

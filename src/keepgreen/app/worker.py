@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import assert_never
@@ -61,6 +63,7 @@ class WorkerSettings:
     holder: str  # this worker's name in lease rows
     lease_seconds: float = 30.0
     poll_seconds: float = 1.0
+    chore_seconds: float = 60.0  # between runs of the periodic chores (flaky-test sweep)
 
 
 class Worker:
@@ -75,8 +78,11 @@ class Worker:
         runner: CiRunner | None,
         clock: Clock,
         settings: WorkerSettings,
+        chores: Sequence[Callable[[], object]] = (),
     ) -> None:
         self._uow = uow
+        self._chores = tuple(chores)
+        self._chores_due = 0.0
         self._engine = engine
         self._host = host
         self._runner = runner
@@ -94,11 +100,23 @@ class Worker:
                 self.run_once()
             except Exception:  # a bad pass must not kill the worker; the next one retries
                 logger.exception("worker pass failed")
+            self.run_chores_when_due()
             self.wakeup.wait(self._settings.poll_seconds)
         self.release_all()
 
     def wake(self) -> None:
         self.wakeup.set()
+
+    def run_chores_when_due(self) -> None:
+        """Run the periodic chores once `chore_seconds` have passed since their last run."""
+        if time.monotonic() < self._chores_due:
+            return
+        self._chores_due = time.monotonic() + self._settings.chore_seconds
+        for chore in self._chores:
+            try:
+                chore()
+            except Exception:  # a failing chore waits for its next turn; queues go on
+                logger.exception("worker chore failed")
 
     def run_once(self) -> None:
         """One pass over every queue this worker can lease."""

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from keepgreen.cli import client
+from keepgreen.cli import client, upload
 
 if TYPE_CHECKING:
     from keepgreen.bootstrap import Container
@@ -24,6 +24,7 @@ repo_app = typer.Typer(help="Repositories.", no_args_is_help=True)
 app.add_typer(token_app, name="token")
 app.add_typer(repo_app, name="repo")
 client.register(app)
+upload.register(app)
 
 
 @app.command()

@@ -16,7 +16,7 @@ from keepgreen.settings import Settings
 from keepgreen.web.auth import authenticate
 from keepgreen.web.body_limit import BodyLimitMiddleware
 from keepgreen.web.errors import install_error_handlers
-from keepgreen.web.routes import merge_queue, metrics
+from keepgreen.web.routes import flaky_tests, merge_queue, metrics
 
 API_PREFIX = "/v1"
 
@@ -48,6 +48,7 @@ def create_app(settings: Settings | None = None, *, container: Container | None 
     install_error_handlers(app)
     app.include_router(merge_queue.router, prefix=API_PREFIX)
     app.include_router(metrics.router, prefix=API_PREFIX)
+    app.include_router(flaky_tests.router, prefix=API_PREFIX)
     app.add_middleware(BodyLimitMiddleware, max_bytes=container.settings.max_body_bytes)
 
     def openapi_document() -> dict[str, Any]:

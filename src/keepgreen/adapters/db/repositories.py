@@ -97,6 +97,10 @@ class SqlOrgs:
         row = self._session.scalar(select(OrgRow).where(OrgRow.slug == slug))
         return None if row is None else Org(OrgId(row.id), row.slug, row.created_at)
 
+    def get(self, org_id: OrgId) -> Org | None:
+        row = self._session.get(OrgRow, org_id)
+        return None if row is None else Org(OrgId(row.id), row.slug, row.created_at)
+
     def add(self, org: Org) -> None:
         self._session.add(OrgRow(id=org.id, slug=org.slug, created_at=org.created_at))
         # No ORM relationships are declared, so parents are flushed before their children.

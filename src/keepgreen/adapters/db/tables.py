@@ -267,3 +267,176 @@ class ImpactedTargetsRow(Base):
     head_sha: Mapped[str] = mapped_column(SHA)
     targets: Mapped[Any] = mapped_column(JSON)
     uploaded_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+# --- flaky tests -------------------------------------------------------------------------------
+
+BIG_ID = BigInteger().with_variant(Integer(), "sqlite")  # SQLite autoincrements INTEGER keys only
+BRANCH = String(255)
+
+
+class FlakySettingsRow(Base):
+    """A repository's flaky-test settings; absent means the defaults."""
+
+    __tablename__ = "flaky_settings"
+
+    repository_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("repositories.id", ondelete="CASCADE"), primary_key=True
+    )
+    quarantine_enabled: Mapped[bool] = mapped_column(Boolean)
+    auto_quarantine_flaky: Mapped[bool] = mapped_column(Boolean)
+    ticket_url_template: Mapped[str | None] = mapped_column(Text)
+    monitors: Mapped[dict[str, Any]] = mapped_column(JSON)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class TestCaseRow(Base):
+    """A test case; `id` is the Trunk-compatible UUIDv5 (unique per org, repo and variant)."""
+
+    __tablename__ = "test_cases"
+    __table_args__ = (Index("ix_test_cases_repository_status", "repository_id", "status"),)
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    repository_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("repositories.id", ondelete="CASCADE")
+    )
+    name: Mapped[str] = mapped_column(Text)
+    classname: Mapped[str | None] = mapped_column(Text)
+    parent: Mapped[str | None] = mapped_column(Text)
+    file: Mapped[str | None] = mapped_column(Text)
+    variant: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(STATE)
+    status_reason: Mapped[str] = mapped_column(Text)
+    status_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    monitors: Mapped[dict[str, Any]] = mapped_column(JSON)
+    manual_flag_reason: Mapped[str | None] = mapped_column(Text)
+    manual_flag_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    quarantine_override: Mapped[str | None] = mapped_column(STATE)
+    quarantine_override_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    ticket: Mapped[str | None] = mapped_column(NAME)
+    codeowners: Mapped[list[str]] = mapped_column(JSON)
+    first_seen_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    last_seen_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class TestUploadRow(Base):
+    """One upload of JUnit reports: one CI job's results for one commit."""
+
+    __tablename__ = "test_uploads"
+    __table_args__ = (Index("ix_test_uploads_repository_received", "repository_id", "received_at"),)
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    repository_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("repositories.id", ondelete="CASCADE")
+    )
+    commit_sha: Mapped[str] = mapped_column(SHA)
+    branch: Mapped[str] = mapped_column(BRANCH)
+    pr_number: Mapped[int | None] = mapped_column(Integer)
+    job_url: Mapped[str | None] = mapped_column(Text)
+    run_id: Mapped[str | None] = mapped_column(NAME)
+    variant: Mapped[str] = mapped_column(String(64))
+    received_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    files: Mapped[int] = mapped_column(Integer)
+    tests: Mapped[int] = mapped_column(Integer)
+    results: Mapped[int] = mapped_column(Integer)
+    failed: Mapped[int] = mapped_column(Integer)
+    skipped: Mapped[int] = mapped_column(Integer)
+    excluded: Mapped[bool] = mapped_column(Boolean)  # infrastructure failure: not in detection
+
+
+class TestResultRow(Base):
+    """One attempt of one test in one upload (the raw history; kept for the retention days)."""
+
+    __tablename__ = "test_results"
+    __table_args__ = (
+        Index("ix_test_results_repository_outcome_at", "repository_id", "outcome", "at"),
+        Index("ix_test_results_test_case_at", "test_case_id", "at"),
+    )
+
+    id: Mapped[int] = mapped_column(BIG_ID, primary_key=True, autoincrement=True)
+    test_case_id: Mapped[str] = mapped_column(ID, ForeignKey("test_cases.id", ondelete="CASCADE"))
+    upload_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("test_uploads.id", ondelete="CASCADE"), index=True
+    )
+    repository_id: Mapped[str] = mapped_column(ID)
+    at: Mapped[datetime] = mapped_column(UtcDateTime())
+    outcome: Mapped[str] = mapped_column(String(16))
+    attempt: Mapped[int] = mapped_column(Integer)
+    duration_ms: Mapped[int | None] = mapped_column(Integer)
+    summary: Mapped[str | None] = mapped_column(Text)
+
+
+class TestHourRow(Base):
+    """Rollup: one test's non-skipped results of one hour on one branch (excluded uploads
+    left out); failure rates and the rate monitors read these, never the raw results.
+    """
+
+    __tablename__ = "test_hourly_rollups"
+
+    test_case_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("test_cases.id", ondelete="CASCADE"), primary_key=True
+    )
+    hour: Mapped[datetime] = mapped_column(UtcDateTime(), primary_key=True)
+    branch: Mapped[str] = mapped_column(BRANCH, primary_key=True)
+    runs: Mapped[int] = mapped_column(Integer)
+    failures: Mapped[int] = mapped_column(Integer)
+    last_run_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    last_failure_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class TestCommitRow(Base):
+    """Rollup: one test's passes and failures on one commit (pass-on-retry, PRs impacted)."""
+
+    __tablename__ = "test_commit_rollups"
+    __table_args__ = (Index("ix_test_commit_rollups_test_run", "test_case_id", "last_run_at"),)
+
+    test_case_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("test_cases.id", ondelete="CASCADE"), primary_key=True
+    )
+    commit_sha: Mapped[str] = mapped_column(SHA, primary_key=True)
+    branch: Mapped[str] = mapped_column(BRANCH)
+    pr_number: Mapped[int | None] = mapped_column(Integer)
+    passes: Mapped[int] = mapped_column(Integer)
+    failures: Mapped[int] = mapped_column(Integer)
+    first_pass_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    first_failure_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    last_failure_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    last_run_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class TestFailureRow(Base):
+    """Rollup: how often one normalised failure summary occurred for one test on one day."""
+
+    __tablename__ = "test_failure_summaries"
+
+    test_case_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("test_cases.id", ondelete="CASCADE"), primary_key=True
+    )
+    day: Mapped[datetime] = mapped_column(UtcDateTime(), primary_key=True)
+    summary_key: Mapped[str] = mapped_column(String(32), primary_key=True)
+    summary: Mapped[str] = mapped_column(Text)
+    occurrences: Mapped[int] = mapped_column(Integer)
+    last_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class TestStatusChangeRow(Base):
+    """The history of a test's status value."""
+
+    __tablename__ = "test_status_changes"
+
+    id: Mapped[int] = mapped_column(BIG_ID, primary_key=True, autoincrement=True)
+    test_case_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("test_cases.id", ondelete="CASCADE"), index=True
+    )
+    at: Mapped[datetime] = mapped_column(UtcDateTime())
+    status: Mapped[str] = mapped_column(STATE)
+    reason: Mapped[str] = mapped_column(Text)
+
+
+class InstanceSecretRow(Base):
+    """Secrets of this installation (e.g. the key that signs page tokens), made on first use."""
+
+    __tablename__ = "instance_secrets"
+
+    name: Mapped[str] = mapped_column(NAME, primary_key=True)
+    value: Mapped[str] = mapped_column(String(128))

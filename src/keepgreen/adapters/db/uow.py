@@ -8,6 +8,7 @@ from typing import Self
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from keepgreen.adapters.db.flaky_store import SqlFlakyStore
 from keepgreen.adapters.db.repositories import (
     SqlCommitStatuses,
     SqlEffects,
@@ -46,6 +47,7 @@ class SqlUnitOfWork:
         self.impacted_targets = SqlImpactedTargets(session, self._new_id)
         self.effects = SqlEffects(session)
         self.leases = SqlLeases(session)
+        self.flaky = SqlFlakyStore(session)
         return self
 
     def __exit__(

@@ -1,0 +1,1 @@
+"""The flaky-test use cases: ingest uploads, detect, read, quarantine."""

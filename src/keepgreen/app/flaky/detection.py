@@ -1,0 +1,107 @@
+"""Re-evaluating tests: load their evidence, run the monitors, store status and history."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime, timedelta
+
+from keepgreen.app.flaky.store import FlakyStore
+from keepgreen.app.ports import Clock, UnitOfWorkFactory
+from keepgreen.core.flaky.model import StatusChange
+from keepgreen.core.flaky.monitors import Evidence, MonitorSettings, evaluate
+from keepgreen.core.ids import RepositoryId
+
+
+class Detector:
+    """Runs the monitors over stored rollups; the caller owns the transaction."""
+
+    def reevaluate(
+        self,
+        store: FlakyStore,
+        settings: MonitorSettings,
+        test_ids: Collection[str],
+        *,
+        now: datetime,
+    ) -> int:
+        """Evaluate `test_ids` at `now`; the number whose status value changed."""
+        if not test_ids:
+            return 0
+        tests = store.tests(test_ids)
+        # Each kind of evidence only as far back as some enabled monitor reads it.
+        bucket_hours, commit_hours = settings.bucket_hours, settings.commit_hours
+        buckets = (
+            store.buckets(test_ids, now - timedelta(hours=bucket_hours + 1)) if bucket_hours else {}
+        )
+        commits = (
+            store.commits(test_ids, now - timedelta(hours=commit_hours + 1)) if commit_hours else {}
+        )
+        changed = 0
+        for test_id, test in tests.items():
+            evidence = Evidence(
+                buckets=buckets.get(test_id, ()),
+                commits=commits.get(test_id, ()),
+                manual_flag=test.manual_flag,
+            )
+            verdict = evaluate(settings, evidence, test.monitors, now=now)
+            moved = verdict.status is not test.status
+            if (
+                not moved
+                and verdict.reason == test.status_reason
+                and (verdict.monitors == test.monitors)
+            ):
+                continue
+            store.save_status(
+                test_id,
+                status=verdict.status,
+                reason=verdict.reason,
+                status_at=now if moved else test.status_at,
+                monitors=verdict.monitors,
+            )
+            if moved:
+                changed += 1
+                store.add_status_change(StatusChange(test_id, now, verdict.status, verdict.reason))
+        return changed
+
+
+class Housekeeping:
+    """What time alone changes: monitors recovering, and old results leaving (retention)."""
+
+    def __init__(
+        self,
+        unit_of_work: UnitOfWorkFactory,
+        *,
+        detector: Detector,
+        clock: Clock,
+        result_retention_days: int,
+        rollup_retention_days: int,
+    ) -> None:
+        self._unit_of_work = unit_of_work
+        self._detector = detector
+        self._clock = clock
+        self._result_retention = timedelta(days=result_retention_days)
+        self._rollup_retention = timedelta(days=rollup_retention_days)
+
+    def sweep(self) -> int:
+        """Re-evaluate every unhealthy test of every repository; the number that changed."""
+        now = self._clock()
+        changed = 0
+        with self._unit_of_work() as uow:
+            by_repository: dict[RepositoryId, list[str]] = {}
+            for test in uow.flaky.tests(uow.flaky.unhealthy_ids()).values():
+                by_repository.setdefault(test.repository_id, []).append(test.id)
+            for repository_id, ids in by_repository.items():
+                settings = uow.flaky.settings(repository_id)
+                changed += self._detector.reevaluate(uow.flaky, settings.monitors, ids, now=now)
+            uow.commit()
+        return changed
+
+    def purge(self) -> int:
+        """Delete raw results and rollups past their retention; the number of rows deleted."""
+        now = self._clock()
+        with self._unit_of_work() as uow:
+            deleted = uow.flaky.purge(
+                results_before=now - self._result_retention,
+                rollups_before=now - self._rollup_retention,
+            )
+            uow.commit()
+        return deleted

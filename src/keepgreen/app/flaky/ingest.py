@@ -1,0 +1,356 @@
+"""Ingest: one upload of JUnit reports becomes test cases, raw results, rollups and statuses.
+
+Every report is parsed before anything is written, and everything is written in one
+transaction: a bad report refuses the whole upload (400 naming the file), nothing half-stored.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from keepgreen.app.errors import InvalidInput
+from keepgreen.app.flaky.detection import Detector
+from keepgreen.app.flaky.store import (
+    CommitDelta,
+    FailureDelta,
+    FlakyStore,
+    HourDelta,
+    ResultRecord,
+    UploadRecord,
+)
+from keepgreen.app.lookup import find_repository
+from keepgreen.app.ports import Clock, IdFactory, UnitOfWork, UnitOfWorkFactory
+from keepgreen.core.flaky.failures import failure_summary, summary_key
+from keepgreen.core.flaky.ids import make_test_id, repo_full_name
+from keepgreen.core.flaky.model import TestCase
+from keepgreen.core.flaky.monitors import NO_MONITOR_ACTIVE, TestStatus
+from keepgreen.core.flaky.results import CaseResult, Outcome
+from keepgreen.core.ids import OrgId
+from keepgreen.core.model import RepoRef, Repository
+
+# Infrastructure protection needs a sample: one failing test alone is not an outage.
+MIN_TESTS_FOR_INFRASTRUCTURE_CHECK = 10
+MAX_RESULTS_PER_UPLOAD = 500_000
+
+
+class ReportParser(Protocol):
+    """Reads one report; raises InvalidInput naming the file when it cannot."""
+
+    def __call__(self, filename: str, data: bytes) -> list[CaseResult]: ...
+
+
+class Owners(Protocol):
+    def owners_of(self, path: str | None) -> list[str]: ...
+
+
+class OwnersSource(Protocol):
+    """CODEOWNERS: from text an upload carries, or from the repository's default branch."""
+
+    def from_text(self, text: str) -> Owners: ...
+
+    def from_repository(self, repository: Repository) -> Owners | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class UploadMetadata:
+    repo: RepoRef
+    org_url_slug: str | None
+    commit_sha: str
+    branch: str
+    pr_number: int | None = None
+    job_url: str | None = None
+    variant: str = ""
+    run_id: str | None = None
+    codeowners: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReportFile:
+    filename: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class FailedTest:
+    test_id: str
+    name: str
+    classname: str | None
+    parent: str | None
+    file: str | None
+    quarantined: bool
+
+
+@dataclass(frozen=True, slots=True)
+class UploadSummary:
+    upload_id: str
+    files: int
+    tests: int
+    results: int
+    passed: int
+    failed: int
+    skipped: int
+    excluded_as_infrastructure_failure: bool
+    quarantine_enabled: bool
+    failures: tuple[FailedTest, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Identified:
+    test_id: str
+    result: CaseResult
+
+
+def _hour(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+def _day(moment: datetime) -> datetime:
+    return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def final_outcomes(results: Sequence[_Identified]) -> dict[str, Outcome]:
+    """Each test's outcome in this upload: its last attempt that ran (a failure followed by a
+    pass on retry is a pass), skipped only when it never ran.
+    """
+    final: dict[str, tuple[tuple[int, int, int], Outcome]] = {}
+    for order, item in enumerate(results):
+        outcome = item.result.outcome
+        rank = (0 if outcome is Outcome.SKIPPED else 1, item.result.attempt, order)
+        current = final.get(item.test_id)
+        if current is None or rank > current[0]:
+            final[item.test_id] = (rank, outcome)
+    return {test_id: outcome for test_id, (_rank, outcome) in final.items()}
+
+
+class IngestService:
+    def __init__(
+        self,
+        unit_of_work: UnitOfWorkFactory,
+        *,
+        parse: ReportParser,
+        owners: OwnersSource,
+        detector: Detector,
+        clock: Clock,
+        new_id: IdFactory,
+    ) -> None:
+        self._unit_of_work = unit_of_work
+        self._parse = parse
+        self._owners = owners
+        self._detector = detector
+        self._clock = clock
+        self._new_id = new_id
+
+    def upload(
+        self, org_id: OrgId, org_slug: str, metadata: UploadMetadata, files: Sequence[ReportFile]
+    ) -> UploadSummary:
+        if not files:
+            raise InvalidInput("missing_file", "file: an upload needs at least one JUnit report")
+        parsed: list[tuple[str, list[CaseResult]]] = [
+            (report.filename, self._parse(report.filename, report.data)) for report in files
+        ]
+        total = sum(len(results) for _name, results in parsed)
+        if total > MAX_RESULTS_PER_UPLOAD:
+            raise InvalidInput(
+                "too_many_results",
+                f"file: the upload holds {total} results, more than {MAX_RESULTS_PER_UPLOAD}",
+            )
+        with self._unit_of_work() as uow:
+            repository = find_repository(uow, org_id, metadata.repo)
+            owners = (
+                self._owners.from_text(metadata.codeowners)
+                if metadata.codeowners is not None
+                else self._owners.from_repository(repository)
+            )
+            summary = self._store(uow, repository, org_slug, metadata, parsed, owners)
+            uow.commit()
+        return summary
+
+    def _store(
+        self,
+        uow: UnitOfWork,
+        repository: Repository,
+        org_slug: str,
+        metadata: UploadMetadata,
+        parsed: Sequence[tuple[str, list[CaseResult]]],
+        owners: Owners | None,
+    ) -> UploadSummary:
+        now = self._clock()
+        store = uow.flaky
+        settings = store.settings(repository.id)
+        repo_name = repo_full_name(repository.ref.host, repository.ref.owner, repository.ref.name)
+        identified: list[_Identified] = []
+        cases: dict[str, TestCase] = {}
+        owners_by_file: dict[str | None, tuple[str, ...]] = {}
+        for _filename, results in parsed:
+            for result in results:
+                test_id = make_test_id(
+                    org_slug,
+                    repo_name,
+                    file=result.file,
+                    classname=result.classname,
+                    parent=result.parent,
+                    name=result.name,
+                    custom_id=result.custom_id,
+                    variant=metadata.variant,
+                )
+                identified.append(_Identified(test_id, result))
+                if test_id not in cases:
+                    if result.file not in owners_by_file:
+                        owners_by_file[result.file] = (
+                            tuple(owners.owners_of(result.file)) if owners else ()
+                        )
+                    cases[test_id] = TestCase(
+                        id=test_id,
+                        repository_id=repository.id,
+                        name=result.name,
+                        classname=result.classname,
+                        parent=result.parent,
+                        file=result.file,
+                        variant=metadata.variant,
+                        status=TestStatus.HEALTHY,
+                        status_reason=NO_MONITOR_ACTIVE,
+                        status_at=now,
+                        first_seen_at=now,
+                        last_seen_at=now,
+                        codeowners=owners_by_file[result.file],
+                    )
+        final = final_outcomes(identified)
+        counted = Counter(final.values())
+        ran = counted[Outcome.PASSED] + counted[Outcome.FAILED]
+        share = settings.monitors.infrastructure_failure_share
+        excluded = (
+            ran >= MIN_TESTS_FOR_INFRASTRUCTURE_CHECK and counted[Outcome.FAILED] >= share * ran
+        )
+        upload = UploadRecord(
+            id=self._new_id(),
+            repository_id=repository.id,
+            commit_sha=metadata.commit_sha,
+            branch=metadata.branch,
+            pr_number=metadata.pr_number,
+            job_url=metadata.job_url,
+            run_id=metadata.run_id,
+            variant=metadata.variant,
+            received_at=now,
+            files=len(parsed),
+            tests=len(final),
+            results=len(identified),
+            failed=counted[Outcome.FAILED],
+            skipped=counted[Outcome.SKIPPED],
+            excluded=excluded,
+        )
+        store.add_upload(upload)
+        store.ensure_tests(list(cases.values()), seen_at=now)
+        summaries = {
+            id(item): failure_summary(item.result.message, item.result.detail)
+            for item in identified
+            if item.result.outcome is Outcome.FAILED
+        }
+        store.add_results(
+            upload,
+            [
+                ResultRecord(
+                    test_case_id=item.test_id,
+                    outcome=item.result.outcome.value,
+                    attempt=item.result.attempt,
+                    duration_ms=item.result.duration_ms,
+                    summary=summaries.get(id(item)),
+                )
+                for item in identified
+            ],
+        )
+        failed_ids = {test_id for test_id, outcome in final.items() if outcome is Outcome.FAILED}
+        if not excluded:
+            self._roll_up(store, upload, identified, summaries, now)
+            touched = {item.test_id for item in identified if item.result.outcome is Outcome.FAILED}
+            touched |= store.mixed_on_commit(list(cases), metadata.commit_sha)
+            touched |= set(store.unhealthy_ids(repository.id)) & set(cases)
+            self._detector.reevaluate(store, settings.monitors, touched, now=now)
+        quarantined = store.quarantined_ids(repository.id, settings, failed_ids)
+        failures = tuple(
+            FailedTest(
+                test_id=test_id,
+                name=cases[test_id].name,
+                classname=cases[test_id].classname,
+                parent=cases[test_id].parent,
+                file=cases[test_id].file,
+                quarantined=test_id in quarantined,
+            )
+            for test_id in sorted(failed_ids, key=lambda test_id: cases[test_id].name)
+        )
+        return UploadSummary(
+            upload_id=upload.id,
+            files=upload.files,
+            tests=upload.tests,
+            results=upload.results,
+            passed=counted[Outcome.PASSED],
+            failed=upload.failed,
+            skipped=upload.skipped,
+            excluded_as_infrastructure_failure=excluded,
+            quarantine_enabled=settings.quarantine.enabled,
+            failures=failures,
+        )
+
+    @staticmethod
+    def _roll_up(
+        store: FlakyStore,
+        upload: UploadRecord,
+        identified: Sequence[_Identified],
+        summaries: dict[int, str | None],
+        now: datetime,
+    ) -> None:
+        runs: Counter[str] = Counter()
+        failures: Counter[str] = Counter()
+        passes: Counter[str] = Counter()
+        summary_counts: dict[tuple[str, str], tuple[str, int]] = {}
+        for item in identified:
+            outcome = item.result.outcome
+            if outcome is Outcome.SKIPPED:
+                continue
+            runs[item.test_id] += 1
+            if outcome is Outcome.PASSED:
+                passes[item.test_id] += 1
+                continue
+            failures[item.test_id] += 1
+            summary = summaries.get(id(item)) or "(no failure message)"
+            key = (item.test_id, summary_key(summary))
+            previous = summary_counts.get(key, (summary, 0))
+            summary_counts[key] = (summary, previous[1] + 1)
+        hour, day = _hour(now), _day(now)
+        store.add_to_rollups(
+            [
+                HourDelta(test_id, hour, upload.branch, runs[test_id], failures[test_id], now)
+                for test_id in runs
+            ],
+            [
+                CommitDelta(
+                    test_id,
+                    upload.commit_sha,
+                    upload.branch,
+                    upload.pr_number,
+                    passes[test_id],
+                    failures[test_id],
+                    now,
+                )
+                for test_id in runs
+            ],
+            [
+                FailureDelta(test_id, day, key, summary, count, now)
+                for (test_id, key), (summary, count) in summary_counts.items()
+            ],
+        )
+
+
+__all__ = [
+    "FailedTest",
+    "IngestService",
+    "Owners",
+    "OwnersSource",
+    "ReportFile",
+    "ReportParser",
+    "UploadMetadata",
+    "UploadSummary",
+]

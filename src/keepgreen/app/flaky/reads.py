@@ -1,0 +1,222 @@
+"""The flaky-test read API's use cases: listings, one test's details, the quarantine list."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from keepgreen.app.errors import InvalidInput, NotFound
+from keepgreen.app.flaky.pages import Page, PageTokens
+from keepgreen.app.flaky.settings import FlakySettings
+from keepgreen.app.flaky.store import FlakyStore
+from keepgreen.app.lookup import find_repository
+from keepgreen.app.ports import Clock, UnitOfWork, UnitOfWorkFactory
+from keepgreen.core.flaky.failures import FailureTemplate, mine_templates
+from keepgreen.core.flaky.model import StatusChange, TestCase
+from keepgreen.core.flaky.monitors import TestStatus
+from keepgreen.core.flaky.quarantine import is_quarantined
+from keepgreen.core.ids import OrgId
+from keepgreen.core.model import RepoRef, Repository
+
+MAX_FAILING_RANGE = timedelta(days=7)
+WEEK = timedelta(days=7)
+
+
+@dataclass(frozen=True, slots=True)
+class TestView:
+    """A test case with the figures the API reports about it."""
+
+    __test__ = False
+
+    test: TestCase
+    repository: Repository
+    quarantined: bool
+    ticket_url: str | None
+    pull_requests_impacted_last_7d: int
+    failure_rate_last_7d: float | None = None  # None where the listing does not report it
+    failure_rate_last_24h: float | None = None
+    most_common_failures: tuple[FailureTemplate, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TestPage:
+    __test__ = False
+
+    tests: tuple[TestView, ...]
+    page: Page
+
+
+@dataclass(frozen=True, slots=True)
+class TestDetails:
+    __test__ = False
+
+    view: TestView
+    history: tuple[StatusChange, ...]
+
+
+def ticket_url(settings: FlakySettings, ticket: str | None) -> str | None:
+    if ticket is None:
+        return None
+    template = settings.ticket_url_template
+    if template is None:
+        # Without a tracker configured the ticket is still shown, as a URN naming it.
+        return f"urn:ticket:{ticket}"
+    return template.replace("{id}", ticket)
+
+
+def page_size_of(size: int) -> int:
+    if not 1 <= size <= 100:
+        raise InvalidInput("invalid_field", "page_query.page_size must be between 1 and 100")
+    return size
+
+
+class FlakyReadService:
+    def __init__(self, unit_of_work: UnitOfWorkFactory, *, clock: Clock) -> None:
+        self._unit_of_work = unit_of_work
+        self._clock = clock
+
+    def _tokens(self, uow: UnitOfWork) -> PageTokens:
+        key = uow.flaky.secret("page-tokens", secrets.token_hex(32))
+        return PageTokens(bytes.fromhex(key))
+
+    def list_unhealthy(
+        self, org_id: OrgId, ref: RepoRef, status: TestStatus, *, size: int, token: str
+    ) -> TestPage:
+        if status is TestStatus.HEALTHY:
+            raise InvalidInput("invalid_field", "status must be FLAKY or BROKEN")
+        return self._listing(
+            org_id,
+            ref,
+            ("list-unhealthy-tests", status.value),
+            size=size,
+            token=token,
+            count=lambda store, repo, _s: store.count_by_status(repo.id, status),
+            fetch=lambda store, repo, _s, offset, limit: store.page_by_status(
+                repo.id, status, offset=offset, limit=limit
+            ),
+            figures=False,
+        )
+
+    def list_failing(
+        self,
+        org_id: OrgId,
+        ref: RepoRef,
+        *,
+        start: datetime,
+        end: datetime,
+        size: int,
+        token: str,
+    ) -> TestPage:
+        if end <= start:
+            raise InvalidInput("invalid_field", "end_time must be after start_time")
+        if end - start > MAX_FAILING_RANGE:
+            raise InvalidInput(
+                "invalid_field", "start_time and end_time must be at most 7 days apart"
+            )
+        return self._listing(
+            org_id,
+            ref,
+            ("list-failing-tests", start.isoformat(), end.isoformat()),
+            size=size,
+            token=token,
+            count=lambda store, repo, _s: store.count_failing(repo.id, start, end),
+            fetch=lambda store, repo, _s, offset, limit: store.page_failing(
+                repo.id, start, end, offset=offset, limit=limit
+            ),
+            figures=True,
+        )
+
+    def list_quarantined(self, org_id: OrgId, ref: RepoRef, *, size: int, token: str) -> TestPage:
+        return self._listing(
+            org_id,
+            ref,
+            ("list-quarantined-tests",),
+            size=size,
+            token=token,
+            count=lambda store, repo, settings: store.count_quarantined(repo.id, settings),
+            fetch=lambda store, repo, settings, offset, limit: store.page_quarantined(
+                repo.id, settings, offset=offset, limit=limit
+            ),
+            figures=False,
+        )
+
+    def details(self, org_id: OrgId, ref: RepoRef, test_id: str) -> TestDetails:
+        with self._unit_of_work() as uow:
+            repository = find_repository(uow, org_id, ref)
+            test = uow.flaky.test(repository.id, test_id)
+            if test is None:
+                raise NotFound("test_not_found", f"test {test_id} is not known in {ref}")
+            settings = uow.flaky.settings(repository.id)
+            (view,) = self._views(uow.flaky, repository, settings, [test], figures=True)
+            return TestDetails(view, tuple(uow.flaky.status_history(test.id)))
+
+    def _listing(
+        self,
+        org_id: OrgId,
+        ref: RepoRef,
+        query: tuple[str, ...],
+        *,
+        size: int,
+        token: str,
+        count: Callable[[FlakyStore, Repository, FlakySettings], int],
+        fetch: Callable[[FlakyStore, Repository, FlakySettings, int, int], Sequence[TestCase]],
+        figures: bool,
+    ) -> TestPage:
+        size = page_size_of(size)
+        with self._unit_of_work() as uow:
+            repository = find_repository(uow, org_id, ref)
+            tokens = self._tokens(uow)
+            fingerprint = tokens.fingerprint(repository.id, size, *query)
+            offset = tokens.offset(fingerprint, token)
+            settings = uow.flaky.settings(repository.id)
+            total = count(uow.flaky, repository, settings)
+            tests = fetch(uow.flaky, repository, settings, offset, size)
+            views = self._views(uow.flaky, repository, settings, tests, figures=figures)
+            uow.commit()  # the page-token key is stored on first use
+        page = tokens.page(fingerprint, offset=offset, size=size, total=total)
+        return TestPage(tuple(views), page)
+
+    def _views(
+        self,
+        store: FlakyStore,
+        repository: Repository,
+        settings: FlakySettings,
+        tests: Sequence[TestCase],
+        *,
+        figures: bool,
+    ) -> list[TestView]:
+        now = self._clock()
+        ids = [test.id for test in tests]
+        impacted = store.pull_requests_impacted(ids, now - WEEK)
+        rates = store.failure_rates(ids, now=now) if figures else {}
+        failures = store.failure_counts(ids, now - WEEK) if figures else {}
+        views = []
+        for test in tests:
+            rate = rates.get(test.id)
+            views.append(
+                TestView(
+                    test=test,
+                    repository=repository,
+                    quarantined=is_quarantined(
+                        settings.quarantine, test.quarantine_override, test.status
+                    ),
+                    ticket_url=ticket_url(settings, test.ticket),
+                    pull_requests_impacted_last_7d=impacted.get(test.id, 0),
+                    failure_rate_last_7d=(_rate(rate.failures_7d, rate.runs_7d) if rate else 0.0)
+                    if figures
+                    else None,
+                    failure_rate_last_24h=(_rate(rate.failures_24h, rate.runs_24h) if rate else 0.0)
+                    if figures
+                    else None,
+                    most_common_failures=tuple(mine_templates(failures.get(test.id, [])))
+                    if figures
+                    else None,
+                )
+            )
+        return views
+
+
+def _rate(failures: int, runs: int) -> float:
+    return failures / runs if runs else 0.0

@@ -1,0 +1,212 @@
+"""The flaky-test store port: what the use cases read and write, as plain values.
+
+Rollup deltas are added, never overwritten, so concurrent uploads sum correctly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from keepgreen.app.flaky.settings import FlakySettings
+from keepgreen.core.flaky.failures import FailureCount
+from keepgreen.core.flaky.model import StatusChange, TestCase
+from keepgreen.core.flaky.monitors import (
+    CommitRuns,
+    HourBucket,
+    ManualFlag,
+    MonitorState,
+    TestStatus,
+)
+from keepgreen.core.flaky.quarantine import QuarantineOverride
+from keepgreen.core.ids import RepositoryId
+
+
+@dataclass(frozen=True, slots=True)
+class UploadRecord:
+    id: str
+    repository_id: RepositoryId
+    commit_sha: str
+    branch: str
+    pr_number: int | None
+    job_url: str | None
+    run_id: str | None
+    variant: str
+    received_at: datetime
+    files: int
+    tests: int
+    results: int
+    failed: int
+    skipped: int
+    excluded: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ResultRecord:
+    test_case_id: str
+    outcome: str
+    attempt: int
+    duration_ms: int | None
+    summary: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class HourDelta:
+    test_case_id: str
+    hour: datetime
+    branch: str
+    runs: int
+    failures: int
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class CommitDelta:
+    test_case_id: str
+    commit_sha: str
+    branch: str
+    pr_number: int | None
+    passes: int
+    failures: int
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class FailureDelta:
+    test_case_id: str
+    day: datetime
+    summary_key: str
+    summary: str
+    occurrences: int
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class FailureRates:
+    """Runs and failures of one test over the last 7 days and the last 24 hours."""
+
+    runs_7d: int = 0
+    failures_7d: int = 0
+    runs_24h: int = 0
+    failures_24h: int = 0
+
+
+class FlakyStore(Protocol):
+    def settings(self, repository_id: RepositoryId) -> FlakySettings:
+        """The repository's settings (the defaults when never saved)."""
+        ...
+
+    def save_settings(
+        self, repository_id: RepositoryId, settings: FlakySettings, *, at: datetime
+    ) -> None: ...
+
+    def add_upload(self, upload: UploadRecord) -> None: ...
+
+    def ensure_tests(self, tests: Sequence[TestCase], *, seen_at: datetime) -> None:
+        """Insert the tests not stored yet; for every one, move last_seen_at and, when the
+        given test has owners, replace its codeowners.
+        """
+        ...
+
+    def add_results(self, upload: UploadRecord, results: Sequence[ResultRecord]) -> None: ...
+
+    def add_to_rollups(
+        self,
+        hours: Sequence[HourDelta],
+        commits: Sequence[CommitDelta],
+        failures: Sequence[FailureDelta],
+    ) -> None: ...
+
+    def tests(self, ids: Collection[str]) -> Mapping[str, TestCase]: ...
+
+    def test(self, repository_id: RepositoryId, test_id: str) -> TestCase | None: ...
+
+    def mixed_on_commit(self, ids: Collection[str], commit_sha: str) -> set[str]:
+        """Those of `ids` that both passed and failed on `commit_sha`."""
+        ...
+
+    def buckets(self, ids: Collection[str], since: datetime) -> Mapping[str, list[HourBucket]]: ...
+
+    def commits(self, ids: Collection[str], since: datetime) -> Mapping[str, list[CommitRuns]]:
+        """Per test, its commit rollups with a run at or after `since`."""
+        ...
+
+    def save_status(
+        self,
+        test_id: str,
+        *,
+        status: TestStatus,
+        reason: str,
+        status_at: datetime,
+        monitors: Mapping[str, MonitorState],
+    ) -> None: ...
+
+    def add_status_change(self, change: StatusChange) -> None: ...
+
+    def status_history(self, test_id: str) -> Sequence[StatusChange]: ...
+
+    def set_manual_flag(self, test_id: str, flag: ManualFlag | None) -> None: ...
+
+    def set_override(
+        self, test_id: str, override: QuarantineOverride | None, *, at: datetime
+    ) -> None: ...
+
+    def set_ticket(self, test_id: str, ticket: str) -> None: ...
+
+    def unhealthy_ids(self, repository_id: RepositoryId | None = None) -> Sequence[str]:
+        """Tests whose status is not healthy (every active monitor makes a test unhealthy)."""
+        ...
+
+    def count_by_status(self, repository_id: RepositoryId, status: TestStatus) -> int: ...
+
+    def page_by_status(
+        self, repository_id: RepositoryId, status: TestStatus, *, offset: int, limit: int
+    ) -> Sequence[TestCase]: ...
+
+    def count_failing(self, repository_id: RepositoryId, start: datetime, end: datetime) -> int: ...
+
+    def page_failing(
+        self,
+        repository_id: RepositoryId,
+        start: datetime,
+        end: datetime,
+        *,
+        offset: int,
+        limit: int,
+    ) -> Sequence[TestCase]:
+        """Distinct tests with a failed result in [start, end), most failures first."""
+        ...
+
+    def count_quarantined(self, repository_id: RepositoryId, settings: FlakySettings) -> int: ...
+
+    def page_quarantined(
+        self, repository_id: RepositoryId, settings: FlakySettings, *, offset: int, limit: int
+    ) -> Sequence[TestCase]: ...
+
+    def quarantined_ids(
+        self, repository_id: RepositoryId, settings: FlakySettings, ids: Collection[str]
+    ) -> set[str]: ...
+
+    def failure_rates(
+        self, ids: Collection[str], *, now: datetime
+    ) -> Mapping[str, FailureRates]: ...
+
+    def pull_requests_impacted(
+        self, ids: Collection[str], since: datetime
+    ) -> Mapping[str, int]: ...
+
+    def failure_counts(
+        self, ids: Collection[str], since: datetime
+    ) -> Mapping[str, list[FailureCount]]: ...
+
+    def purge(self, *, results_before: datetime, rollups_before: datetime) -> int:
+        """Delete raw results and uploads older than `results_before` and rollups older than
+        `rollups_before`; the number of rows deleted.
+        """
+        ...
+
+    def secret(self, name: str, make: str) -> str:
+        """The installation's secret `name`, stored as `make` the first time it is asked for."""
+        ...

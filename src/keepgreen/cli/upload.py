@@ -1,0 +1,623 @@
+"""`keepgreen upload` and `keepgreen test`: send JUnit reports to the flaky-test service.
+
+`upload` sends reports that exist. `test` runs a test command, uploads the reports it wrote and
+decides its exit code as Trunk's CLI does (field notes §1.7): a failed command exits 0 only when
+the upload worked and every failed test is quarantined. `test` is fail-safe: when keepgreen
+cannot be reached, refuses the upload or finds no reports, a warning goes to stderr and the
+command's own exit code stands.
+
+Reports go as `POST {KEEPGREEN_URL}/flaky-tests/upload`, multipart: a `metadata` JSON part and
+one gzip-compressed `file` part per report. At most `MAX_BATCH_BYTES` of compressed reports go in
+one request (the server stores each request atomically and refuses bodies over 20 MiB); more are
+sent in several requests whose summaries are added up.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from keepgreen.cli import render
+from keepgreen.cli.api import (
+    CONNECT_TIMEOUT_SECONDS,
+    READ_TIMEOUT_SECONDS,
+    TOKEN_HEADER,
+    ClientError,
+    _error_message,
+    connect,
+    reported,
+)
+from keepgreen.cli.ci_env import CiInfo, detect_ci
+from keepgreen.cli.client import JsonOption, RepoOption, TokenOption, UrlOption
+from keepgreen.core.model import RepoRef
+
+if TYPE_CHECKING:
+    import httpx
+    from rich.console import Console, RenderableType
+
+MIB = 1024 * 1024
+# Compressed report bytes per request: under the server's 20 MiB body limit with room to spare
+# for the metadata (CODEOWNERS can be large) and the multipart framing.
+MAX_BATCH_BYTES = 16 * MIB
+# File parts per request: the server reads at most 1000 (MAX_REPORT_FILES of its upload route).
+MAX_BATCH_FILES = 1000
+UPLOAD_VERB = "flaky-tests/upload"
+_GZIP_MAGIC = b"\x1f\x8b"
+_GLOB_CHARACTERS = frozenset("*?[")
+_GIT_TIMEOUT_SECONDS = 30
+_COUNTS = ("files", "tests", "results", "passed", "failed", "skipped")
+# Multipart parts as httpx takes them: (part name, (filename or None, bytes, content type)).
+_Parts = list[tuple[str, tuple[str | None, bytes, str]]]
+
+
+@dataclass(frozen=True, slots=True)
+class UploadHooks:
+    """What an embedding caller may swap, given to the app as Click's context object (`obj=`).
+
+    The CLI runs without one and gets these defaults. Tests pass one to send the requests
+    through an `httpx.MockTransport`, to split batches at a smaller size, or to read the console.
+    """
+
+    transport: httpx.BaseTransport | None = None
+    max_batch_bytes: int = MAX_BATCH_BYTES
+    console: Console | None = None  # default: stdout (progress bar and summary)
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """One report to send: its path as the user gave it (or the glob found it), and its bytes
+    gzip-compressed."""
+
+    name: str
+    gzipped: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Expansion:
+    """The report files the paths and globs named, and the ones that named no file."""
+
+    files: list[str]
+    unmatched: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class UploadOptions:
+    """The options `upload` and `test` share; None wherever the user gave nothing."""
+
+    repo: RepoRef
+    org: str | None
+    sha: str | None
+    branch: str | None
+    pr: int | None
+    variant: str
+    job_url: str | None
+    run_id: str | None
+    codeowners: Path | None
+    url: str | None
+    token: str | None
+
+
+# -- what to send ---------------------------------------------------------------------------------
+
+
+def expand_reports(patterns: Sequence[str]) -> Expansion:
+    """Expand globs ourselves (quoted ones reach us whole; `**` recurses); plain paths stay as
+    given. A path that exists is taken literally even if it holds glob characters. Each file is
+    listed once, in the order first named; a pattern naming no regular file is unmatched."""
+    files: dict[str, None] = {}
+    unmatched: list[str] = []
+    for pattern in patterns:
+        if Path(pattern).is_file():
+            found = [pattern]
+        elif _GLOB_CHARACTERS.isdisjoint(pattern):
+            found = []
+        else:
+            # glob.glob, not Path.glob: a user's pattern may be absolute, which Path.glob refuses.
+            matches = sorted(glob.glob(pattern, recursive=True))  # noqa: PTH207
+            found = [path for path in matches if Path(path).is_file()]
+        if not found:
+            unmatched.append(pattern)
+        files.update(dict.fromkeys(found))
+    return Expansion(list(files), unmatched)
+
+
+def unmatched_message(unmatched: Sequence[str]) -> str:
+    """Names every path or glob that found no report file."""
+    listed = ", ".join(repr(pattern) for pattern in unmatched)
+    return f"no report file matches {listed}"
+
+
+def compress(name: str) -> Report:
+    """The report at `name`, gzip-compressed (a report already gzip-compressed is kept as is)."""
+    try:
+        data = Path(name).read_bytes()
+    except OSError as error:
+        raise ClientError(f"cannot read {name}: {error.strerror or error}") from error
+    if data.startswith(_GZIP_MAGIC):
+        return Report(name, data)
+    # mtime=0 makes the bytes depend on the content alone.
+    return Report(name, gzip.compress(data, mtime=0))
+
+
+def plan_batches(
+    reports: Sequence[Report], *, max_bytes: int, max_files: int = MAX_BATCH_FILES
+) -> list[list[Report]]:
+    """Consecutive runs of reports, each at most `max_bytes` compressed and `max_files` long,
+    in the order given (retries written to later files stay after the attempts they follow)."""
+    batches: list[list[Report]] = []
+    size = 0
+    for report in reports:
+        if len(report.gzipped) > max_bytes:
+            raise ClientError(
+                f"{report.name} is {_size(len(report.gzipped))} compressed, over the "
+                f"{_size(max_bytes)} one upload request may carry; split it into smaller reports"
+            )
+        if not batches or size + len(report.gzipped) > max_bytes or len(batches[-1]) >= max_files:
+            batches.append([])
+            size = 0
+        batches[-1].append(report)
+        size += len(report.gzipped)
+    return batches
+
+
+def _size(count: int) -> str:
+    return f"{count / MIB:.1f} MiB" if count >= MIB else f"{count / 1024:.0f} KiB"
+
+
+def metadata(options: UploadOptions, ci: CiInfo, *, sha: str, branch: str) -> dict[str, object]:
+    """The `metadata` part: what the results are of (flags win; the CI environment fills in)."""
+    codeowners = None
+    if options.codeowners is not None:
+        codeowners = options.codeowners.read_text(encoding="utf-8", errors="replace")
+    repo = options.repo
+    return {
+        "repo": {"host": repo.host, "owner": repo.owner, "name": repo.name},
+        "org_url_slug": options.org,
+        "commit_sha": sha,
+        "branch": branch,
+        "pr_number": options.pr if options.pr is not None else ci.pr_number,
+        "job_url": options.job_url or ci.job_url,
+        "variant": options.variant,
+        "run_id": options.run_id or ci.run_id,
+        "codeowners": codeowners,
+    }
+
+
+def resolve_commit(options: UploadOptions, ci: CiInfo) -> tuple[str, str]:
+    """The commit sha and branch: flags, else the CI environment, else git in the current
+    directory; ClientError (a usage problem) when none of them tells."""
+    sha = options.sha or ci.commit_sha or _git("rev-parse", "HEAD")
+    if not sha:
+        raise ClientError(
+            "cannot tell which commit the results are for: pass --sha, set "
+            "KEEPGREEN_COMMIT_SHA, or run inside the repository's git checkout",
+            exit_code=2,
+        )
+    branch = options.branch or ci.branch
+    if not branch:
+        head = _git("rev-parse", "--abbrev-ref", "HEAD")
+        branch = head if head != "HEAD" else None  # "HEAD" means a detached HEAD
+    if not branch:
+        raise ClientError(
+            "cannot tell which branch the results are for: pass --branch or set "
+            "KEEPGREEN_BRANCH (git's HEAD is detached or this is not a git checkout)",
+            exit_code=2,
+        )
+    return sha, branch
+
+
+def _git(*args: str) -> str | None:
+    """git's answer in the current directory, or None when git cannot say."""
+    import subprocess
+
+    try:
+        result = subprocess.run(
+            ["git", *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=_GIT_TIMEOUT_SECONDS,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    answer = result.stdout.strip()
+    return answer if result.returncode == 0 and answer else None
+
+
+# -- sending --------------------------------------------------------------------------------------
+
+
+def upload(
+    options: UploadOptions, files: Sequence[str], hooks: UploadHooks, *, show_progress: bool
+) -> dict[str, Any]:
+    """Upload the report `files`; the summary of what the server stored (added up over the
+    requests when there were several). ClientError when anything fails; nothing is sent when
+    the commit, the token or a report is wrong."""
+    import httpx
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    ci = detect_ci(os.environ)
+    sha, branch = resolve_commit(options, ci)
+    meta = json.dumps(metadata(options, ci, sha=sha, branch=branch)).encode()
+    api = connect(options.url, options.token)
+    endpoint = f"{api.url.rstrip('/')}/{UPLOAD_VERB}"
+    out = hooks.console or render.console()
+    # A bar for several files, on a terminal only: a CI log or a pipe gets the summary alone.
+    shown = show_progress and len(files) > 1 and out.is_terminal
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, console=out, transient=True, disable=not shown) as progress:
+        reports = [compress(name) for name in progress.track(files, description="Compressing")]
+        batches = plan_batches(reports, max_bytes=hooks.max_batch_bytes)
+        sending = progress.add_task("Uploading", total=len(files))
+        summaries = []
+        timeout = httpx.Timeout(READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
+        headers = {TOKEN_HEADER: api.token}
+        with httpx.Client(transport=hooks.transport, headers=headers, timeout=timeout) as client:
+            for index, batch in enumerate(batches):
+                parts: _Parts = [("metadata", (None, meta, "application/json"))]
+                parts += [("file", (r.name, r.gzipped, "application/gzip")) for r in batch]
+                try:
+                    summaries.append(_post(client, endpoint, api.url, parts))
+                except ClientError as error:
+                    if index == 0:
+                        raise
+                    # The earlier requests are stored: uploading all again would repeat them.
+                    raise ClientError(
+                        f"{error.message} (upload request {index + 1} of {len(batches)}; "
+                        f"the {index} before it were stored)",
+                        exit_code=error.exit_code,
+                    ) from error
+                progress.advance(sending, len(batch))
+    return merge_summaries(summaries)
+
+
+def _post(client: httpx.Client, endpoint: str, base_url: str, parts: _Parts) -> dict[str, Any]:
+    """One multipart POST; the JSON object answered, or ClientError saying what failed.
+
+    The transport errors read as ApiClient.post words them (its mapping is inline there, so it
+    is repeated here); the server's own refusals go through the same `_error_message`.
+    """
+    import httpx
+
+    try:
+        response = client.post(endpoint, files=parts)
+    except (httpx.InvalidURL, httpx.UnsupportedProtocol) as error:
+        raise ClientError(f"invalid API URL {base_url!r}: {error}", exit_code=2) from error
+    except httpx.ConnectError as error:
+        raise ClientError(
+            f"cannot connect to keepgreen at {base_url} ({error}); "
+            "is `keepgreen serve` running there?"
+        ) from error
+    except httpx.TimeoutException as error:
+        raise ClientError(f"keepgreen at {base_url} did not answer in time") from error
+    except httpx.HTTPError as error:
+        raise ClientError(f"request to {endpoint} failed: {error}") from error
+    try:
+        data: object = response.json()
+    except ValueError:
+        data = None
+    if response.is_error:
+        raise ClientError(_error_message(response.status_code, data, response.text))
+    if not isinstance(data, dict):
+        raise ClientError(f"{endpoint} answered {response.status_code} without a JSON object")
+    return data
+
+
+def merge_summaries(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One summary for several requests: counts added up, a failure listed once (quarantined
+    only if every request said so), `upload_ids` naming every request's upload.
+
+    A single summary is returned as it came. Counts are per request: a test whose reports went
+    in two requests is counted in each, and one that failed in the first and passed in the
+    second still shows as failed (the safe side for the exit code).
+    """
+    if len(summaries) == 1:
+        return dict(summaries[0])
+    failures: dict[object, dict[str, Any]] = {}
+    for summary in summaries:
+        for failure in failures_of(summary):
+            key = failure.get("test_id")
+            if not isinstance(key, str):
+                key = object()  # no id to match on: it stays on its own
+            if key in failures:
+                both = failures[key].get("quarantined") is True and is_quarantined(failure)
+                failures[key]["quarantined"] = both
+            else:
+                failures[key] = dict(failure)
+    return {
+        "upload_id": summaries[0].get("upload_id"),
+        "upload_ids": [summary.get("upload_id") for summary in summaries],
+        **{name: sum(_count(summary, name) for summary in summaries) for name in _COUNTS},
+        "excluded_as_infrastructure_failure": any(
+            summary.get("excluded_as_infrastructure_failure") is True for summary in summaries
+        ),
+        "quarantine_enabled": all(
+            summary.get("quarantine_enabled") is True for summary in summaries
+        ),
+        "failures": list(failures.values()),
+    }
+
+
+def failures_of(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The summary's failures that are JSON objects (anything else is ignored)."""
+    return [failure for failure in summary.get("failures") or [] if isinstance(failure, Mapping)]
+
+
+def is_quarantined(failure: Mapping[str, Any]) -> bool:
+    return failure.get("quarantined") is True
+
+
+def _count(summary: Mapping[str, Any], name: str) -> int:
+    value = summary.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def decide_exit_code(
+    command_code: int, summary: Mapping[str, Any] | None, *, all_reports_found: bool
+) -> int:
+    """The exit code of `keepgreen test` for a command that exited `command_code`.
+
+    0 stays 0. A failure becomes 0 only when the upload worked (`summary` is not None), every
+    report pattern found its files (a missing report may be a build error nothing quarantines),
+    quarantine is on, and there is at least one failed test and every one is quarantined.
+    """
+    if command_code == 0 or summary is None or not all_reports_found:
+        return command_code
+    failures = failures_of(summary)
+    if summary.get("quarantine_enabled") is not True or not failures:
+        return command_code
+    return 0 if all(is_quarantined(failure) for failure in failures) else command_code
+
+
+# -- showing --------------------------------------------------------------------------------------
+
+
+def summary_line(summary: Mapping[str, Any]) -> str:
+    """One line: what was stored, and the upload's id."""
+    counts = {name: _count(summary, name) for name in _COUNTS}
+    files = counts["files"]
+    line = (
+        f"Uploaded {files} report {'file' if files == 1 else 'files'}: "
+        f"{counts['tests']} tests, {counts['results']} results "
+        f"({counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped); "
+        f"upload {summary.get('upload_id', '-')}."
+    )
+    if summary.get("excluded_as_infrastructure_failure") is True:
+        line += " Excluded from flakiness detection as an infrastructure failure."
+    return line
+
+
+def failures_view(summary: Mapping[str, Any]) -> RenderableType | None:
+    """The failed tests, quarantined ones marked; None when there are none."""
+    from rich.table import Table
+    from rich.text import Text
+
+    failures = failures_of(summary)
+    if not failures:
+        return None
+    quarantined = sum(is_quarantined(failure) for failure in failures)
+    title = f"Failed tests: {len(failures)}, {quarantined} quarantined"
+    if summary.get("quarantine_enabled") is not True:
+        title = f"Failed tests: {len(failures)} (quarantine is off for this repository)"
+    table = Table(title=title, title_justify="left", title_style="bold")
+    table.add_column("test", overflow="fold")
+    table.add_column("class or suite", overflow="fold")
+    table.add_column("file", overflow="fold")
+    table.add_column("quarantined")
+    for failure in failures:
+        suite = failure.get("classname") or failure.get("parent") or "-"
+        table.add_row(
+            Text(str(failure.get("name", "-"))),
+            Text(str(suite)),
+            Text(str(failure.get("file") or "-")),
+            Text("quarantined", style="yellow") if is_quarantined(failure) else Text("no"),
+        )
+    return table
+
+
+def show(summary: Mapping[str, Any], *, json_output: bool, hooks: UploadHooks) -> None:
+    """The summary as JSON, or as a line and the failures table."""
+    if json_output:
+        render.print_json(summary)
+        return
+    out = hooks.console or render.console()
+    out.print(summary_line(summary), markup=False, soft_wrap=True)  # one line, never wrapped
+    view = failures_view(summary)
+    if view is not None:
+        out.print(view)
+
+
+# -- the commands ---------------------------------------------------------------------------------
+
+OrgOption = Annotated[
+    str | None,
+    typer.Option(
+        "--org",
+        envvar="KEEPGREEN_ORG",
+        help="Org slug (default: $KEEPGREEN_ORG).",
+        show_default=False,
+    ),
+]
+ShaOption = Annotated[
+    str | None,
+    typer.Option(
+        "--sha",
+        help="Commit tested (default: from the CI environment, else git HEAD).",
+        show_default=False,
+    ),
+]
+BranchOption = Annotated[
+    str | None,
+    typer.Option(
+        "--branch",
+        help="Branch tested (default: from the CI environment, else git).",
+        show_default=False,
+    ),
+]
+PrOption = Annotated[
+    int | None,
+    typer.Option(
+        "--pr",
+        min=1,
+        help="Pull request number (default: from the CI environment).",
+        show_default=False,
+    ),
+]
+VariantOption = Annotated[
+    str,
+    typer.Option("--variant", help="Environment the tests ran in, e.g. linux; splits test ids."),
+]
+JobUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--job-url",
+        help="Link to the CI job (default: from the CI environment).",
+        show_default=False,
+    ),
+]
+RunIdOption = Annotated[
+    str | None,
+    typer.Option(
+        "--run-id", help="The CI run's id (default: from the CI environment).", show_default=False
+    ),
+]
+CodeownersOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--codeowners",
+        exists=True,
+        dir_okay=False,
+        readable=True,
+        help="A CODEOWNERS file to send with the results.",
+        show_default=False,
+    ),
+]
+
+
+def upload_reports(
+    ctx: typer.Context,
+    paths: Annotated[
+        list[str], typer.Argument(metavar="PATHS_OR_GLOBS", help="JUnit XML reports or globs.")
+    ],
+    repo: RepoOption,
+    org: OrgOption = None,
+    sha: ShaOption = None,
+    branch: BranchOption = None,
+    pr: PrOption = None,
+    variant: VariantOption = "",
+    job_url: JobUrlOption = None,
+    run_id: RunIdOption = None,
+    codeowners: CodeownersOption = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Upload JUnit XML test results for flaky-test detection."""
+    hooks = ctx.find_object(UploadHooks) or UploadHooks()
+    options = UploadOptions(
+        repo, org, sha, branch, pr, variant, job_url, run_id, codeowners, url, token
+    )
+    with reported():
+        expansion = expand_reports(paths)
+        if expansion.unmatched:
+            raise ClientError(unmatched_message(expansion.unmatched), exit_code=2)
+        summary = upload(options, expansion.files, hooks, show_progress=not json_output)
+    show(summary, json_output=json_output, hooks=hooks)
+
+
+def run_tests(
+    ctx: typer.Context,
+    command: Annotated[
+        list[str],
+        typer.Argument(metavar="COMMAND", help="The test command and its arguments, after --."),
+    ],
+    junit_paths: Annotated[
+        list[str],
+        typer.Option(
+            "--junit-paths",
+            metavar="GLOB",
+            help="Where the command writes JUnit XML (repeat, or separate with commas).",
+        ),
+    ],
+    repo: RepoOption,
+    org: OrgOption = None,
+    sha: ShaOption = None,
+    branch: BranchOption = None,
+    pr: PrOption = None,
+    variant: VariantOption = "",
+    job_url: JobUrlOption = None,
+    run_id: RunIdOption = None,
+    codeowners: CodeownersOption = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Run a test command, upload its JUnit reports, and exit 0 if every failure is quarantined.
+
+    Otherwise the command's own exit code stands, also when keepgreen cannot be reached.
+    """
+    hooks = ctx.find_object(UploadHooks) or UploadHooks()
+    options = UploadOptions(
+        repo, org, sha, branch, pr, variant, job_url, run_id, codeowners, url, token
+    )
+    code = _run_command(command)
+    # Trunk's --junit-paths takes comma-separated globs; accept that as well as repeating it.
+    patterns = [part.strip() for value in junit_paths for part in value.split(",") if part.strip()]
+    expansion = expand_reports(patterns)
+    if expansion.unmatched:
+        _warn(f"{unmatched_message(expansion.unmatched)} after the command ran")
+    if not expansion.files:
+        _warn(f"nothing to upload; exiting with the command's exit code {code}")
+        raise typer.Exit(code)
+    try:
+        summary = upload(options, expansion.files, hooks, show_progress=not json_output)
+    except ClientError as error:
+        _warn(f"test results not uploaded: {error.message}; keeping the command's exit code {code}")
+        raise typer.Exit(code) from None
+    show(summary, json_output=json_output, hooks=hooks)
+    final = decide_exit_code(code, summary, all_reports_found=not expansion.unmatched)
+    if final != code:
+        typer.echo(
+            f"keepgreen: every failed test is quarantined; exiting 0 instead of {code}", err=True
+        )
+    raise typer.Exit(final)
+
+
+def _run_command(command: Sequence[str]) -> int:
+    """Run `command` (no shell, our stdin/stdout/stderr) to its end; its exit code, as a shell
+    reports it. A command that cannot start ends `keepgreen test` with 127 (not found) or 126."""
+    import subprocess
+
+    # Our buffered output first, so the command's lines come after what we printed before it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        completed = subprocess.run(list(command), check=False)
+    except FileNotFoundError:
+        typer.echo(f"error: cannot run {command[0]!r}: command not found", err=True)
+        raise typer.Exit(127) from None
+    except PermissionError:
+        typer.echo(f"error: cannot run {command[0]!r}: permission denied", err=True)
+        raise typer.Exit(126) from None
+    # A command killed by signal N has returncode -N; shells report 128 + N.
+    return 128 - completed.returncode if completed.returncode < 0 else completed.returncode
+
+
+def _warn(message: str) -> None:
+    typer.echo(f"warning: {message}", err=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `upload` and `test` to the `keepgreen` app."""
+    app.command("upload")(upload_reports)
+    # Everything after the first argument (or after `--`) belongs to the test command.
+    app.command("test", context_settings={"allow_interspersed_args": False})(run_tests)

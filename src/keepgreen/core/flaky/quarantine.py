@@ -1,0 +1,39 @@
+"""Quarantine: whether a test's failures are forgiven (field notes §1.7).
+
+Only flaky tests are quarantined automatically; a broken test fails the build until someone
+sets ALWAYS for it. NEVER wins over the automatic rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from keepgreen.core.flaky.monitors import TestStatus
+
+
+class QuarantineOverride(StrEnum):
+    """A person's decision for one test; wire values are Trunk's upper-case names."""
+
+    ALWAYS = "ALWAYS_QUARANTINE"  # quarantined whatever its status (while quarantine is on)
+    NEVER = "NEVER_QUARANTINE"  # never quarantined, even when flaky
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantineSettings:
+    """A repository's switches: quarantining on at all, and auto-quarantine of flaky tests."""
+
+    enabled: bool = False
+    auto_quarantine_flaky: bool = True
+
+
+def is_quarantined(
+    settings: QuarantineSettings, override: QuarantineOverride | None, status: TestStatus
+) -> bool:
+    if not settings.enabled:
+        return False
+    if override is QuarantineOverride.ALWAYS:
+        return True
+    if override is QuarantineOverride.NEVER:
+        return False
+    return settings.auto_quarantine_flaky and status is TestStatus.FLAKY

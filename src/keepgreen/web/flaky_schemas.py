@@ -1,0 +1,318 @@
+"""Request and response bodies of the flaky-test API, as trunk-openapi.json has them."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, PlainSerializer, StrictBool, StrictStr
+
+from keepgreen.web.schemas import RepoIn, Request, Response
+from keepgreen.web.wire import AnyCase, Branch, Integer, PositivePrNumber, iso
+
+# Times leave as the merge-queue API writes them: UTC, milliseconds, a Z.
+Timestamp = Annotated[datetime, PlainSerializer(iso, return_type=str, when_used="json")]
+_NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
+
+
+def _uuid(value: str) -> str:
+    try:
+        return str(uuid.UUID(value))
+    except ValueError as error:
+        raise ValueError("must be a UUID") from error
+
+
+TestId = Annotated[
+    StrictStr,
+    Field(min_length=32, max_length=45, json_schema_extra={"format": "uuid"}),
+    AfterValidator(_uuid),
+]
+Slug = Annotated[StrictStr, Field(min_length=1, max_length=255, pattern=_NO_CONTROL)]
+Text = Annotated[StrictStr, Field(max_length=2000, pattern=_NO_CONTROL)]
+PageSize = Annotated[int, Field(ge=1, le=100), Integer]
+CommitSha = Annotated[StrictStr, Field(min_length=7, max_length=64, pattern=r"^[0-9a-fA-F]+$")]
+
+
+class PageQueryIn(Request):
+    page_size: PageSize
+    page_token: Annotated[StrictStr, Field(max_length=512)] = ""
+
+
+class FlakyRequest(Request):
+    repo: RepoIn
+    org_url_slug: Slug
+
+
+class ListUnhealthyRequest(FlakyRequest):
+    page_query: PageQueryIn
+    status: Annotated[Literal["flaky", "broken"], AnyCase] = Field(
+        json_schema_extra={"enum": ["FLAKY", "BROKEN"]}
+    )
+
+
+class ListFailingRequest(FlakyRequest):
+    start_time: datetime
+    end_time: datetime
+    page_query: PageQueryIn
+
+
+class ListQuarantinedRequest(FlakyRequest):
+    page_query: PageQueryIn
+
+
+class TestDetailsRequest(FlakyRequest):
+    __test__ = False
+
+    test_id: TestId
+
+
+class LinkTicketRequest(Request):
+    test_case_id: TestId
+    external_ticket_id: Annotated[
+        StrictStr, Field(min_length=1, max_length=255, pattern=_NO_CONTROL)
+    ]
+    repo: RepoIn
+
+
+class QuarantineOverrideRequest(FlakyRequest):
+    test_id: TestId
+    # null clears the override (the automatic rule applies again).
+    setting: Annotated[Literal["always_quarantine", "never_quarantine"] | None, AnyCase] = Field(
+        json_schema_extra={"enum": ["ALWAYS_QUARANTINE", "NEVER_QUARANTINE", None]}
+    )
+
+
+class FlagTestRequest(FlakyRequest):
+    test_id: TestId
+    flaky: StrictBool
+    reason: Annotated[StrictStr, Field(max_length=256, pattern=_NO_CONTROL)] = ""
+
+
+class SettingsRequest(FlakyRequest):
+    pass
+
+
+Globs = Annotated[
+    list[Annotated[StrictStr, Field(min_length=1, max_length=255, pattern=_NO_CONTROL)]],
+    Field(min_length=1, max_length=10),
+]
+Share = Annotated[float, Field(gt=0, le=1)]
+Hours = Annotated[int, Field(ge=1, le=24 * 90), Integer]
+MonitorName = Annotated[StrictStr, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")]
+
+
+class PassOnRetryIn(Request):
+    enabled: StrictBool = True
+    recovery_days: Annotated[int, Field(ge=1, le=15), Integer] = 7
+    branches: Globs = Field(default_factory=lambda: ["*"])
+
+
+class FailingStreakIn(Request):
+    enabled: StrictBool = True
+    commits: Annotated[int, Field(ge=1, le=100), Integer] = 3
+    branches: Globs = Field(default_factory=lambda: ["main", "master"])
+
+
+class FailureRateIn(Request):
+    name: MonitorName
+    classification: Annotated[Literal["flaky", "broken"], AnyCase]
+    activation: Share
+    resolution: Share | None = None
+    window_hours: Hours
+    min_sample: Annotated[int, Field(ge=1, le=100_000), Integer]
+    stale_hours: Hours | None = None
+    branches: Globs = Field(default_factory=lambda: ["*"])
+    enabled: StrictBool = True
+
+
+class FailureCountIn(Request):
+    name: MonitorName
+    classification: Annotated[Literal["flaky", "broken"], AnyCase]
+    failures: Annotated[int, Field(ge=1, le=100_000), Integer] = 1
+    window_hours: Hours
+    resolution_hours: Hours
+    branches: Globs = Field(default_factory=lambda: ["*"])
+    enabled: StrictBool = True
+
+
+class MonitorsIn(Request):
+    pass_on_retry: PassOnRetryIn = Field(default_factory=PassOnRetryIn)
+    # Omitted, the default (3 commits on main/master); null turns it off.
+    failing_streak: FailingStreakIn | None = Field(default_factory=FailingStreakIn)
+    failure_rate: Annotated[list[FailureRateIn], Field(max_length=10)] = Field(default_factory=list)
+    failure_count: Annotated[list[FailureCountIn], Field(max_length=10)] = Field(
+        default_factory=list
+    )
+    infrastructure_failure_share: Share = 0.8
+
+
+class QuarantineIn(Request):
+    enabled: StrictBool = False
+    auto_quarantine_flaky: StrictBool = True
+
+
+class FlakySettingsIn(Request):
+    quarantine: QuarantineIn = Field(default_factory=QuarantineIn)
+    monitors: MonitorsIn = Field(default_factory=MonitorsIn)
+    ticket_url_template: (
+        Annotated[
+            StrictStr,
+            Field(max_length=1000, pattern=r"^https?://[^\x00-\x20\x7f]*\{id\}[^\x00-\x20\x7f]*$"),
+        ]
+        | None
+    ) = None
+
+
+class UpdateSettingsRequest(FlakyRequest):
+    settings: FlakySettingsIn
+
+
+class UploadMetadataIn(Request):
+    repo: RepoIn
+    org_url_slug: Slug | None = None
+    commit_sha: CommitSha
+    branch: Branch
+    pr_number: PositivePrNumber | None = None
+    job_url: Text | None = None
+    variant: Annotated[StrictStr, Field(max_length=64, pattern=_NO_CONTROL)] = ""
+    run_id: Annotated[StrictStr, Field(max_length=255, pattern=_NO_CONTROL)] | None = None
+    codeowners: Annotated[StrictStr, Field(max_length=1024 * 1024)] | None = None
+
+
+class TestIdentifierIn(Request):
+    __test__ = False
+
+    id: StrictStr = ""
+
+
+class QuarantineConfigRequest(Request):
+    repo: RepoIn
+    orgUrlSlug: Slug | None = None
+    testIdentifiers: Annotated[list[TestIdentifierIn], Field(max_length=100_000)] = Field(
+        default_factory=list
+    )
+
+
+# -- responses -------------------------------------------------------------------------------
+
+
+class StatusOut(Response):
+    value: Literal["healthy", "flaky", "broken"]
+    reason: str
+    timestamp: Timestamp
+
+
+class FailureOut(Response):
+    summary: str
+    occurrence_count: int
+    last_occurrence: Timestamp | None = None
+
+
+class RepositoryLinkOut(Response):
+    html_url: str
+
+
+class TicketOut(Response):
+    html_url: str
+
+
+class TestOut(Response):
+    __test__ = False
+
+    id: str
+    repository: RepositoryLinkOut
+    html_url: str
+    name: str
+    variant: str
+    status: StatusOut
+    most_common_failures: list[FailureOut] | None = None
+    failure_rate_last_7d: float | None = None
+    failure_rate_last_24h: float | None = None
+    file_path: str | None = None
+    parent: str | None = None
+    classname: str | None = None
+    codeowners: list[str]
+    pull_requests_impacted_last_7d: int
+    quarantined: bool
+    ticket: TicketOut | None = None
+
+
+class PageOut(Response):
+    total_rows: int
+    total_pages: int
+    next_page_token: str
+    prev_page_token: str
+    last_page_token: str
+    page_index: int
+
+
+class TestListOut(Response):
+    __test__ = False
+
+    tests: list[TestOut]
+    page: PageOut
+
+
+class StatusChangeOut(Response):
+    value: Literal["healthy", "flaky", "broken"]
+    reason: str
+    timestamp: Timestamp
+
+
+class TestDetailsOut(Response):
+    __test__ = False
+
+    test: TestOut
+    # keepgreen's addition: how the status got here (oldest first).
+    status_history: list[StatusChangeOut] | None = None
+
+
+class QuarantinedTestOut(Response):
+    name: str
+    parent: str | None
+    file: str | None
+    classname: str | None
+    status: Literal["HEALTHY", "FLAKY", "BROKEN"]
+    codeowners: list[str]
+    quarantine_setting: Literal["ALWAYS_QUARANTINE", "AUTO_QUARANTINE"]
+    quarantined_at: Timestamp
+    status_last_updated_at: Timestamp
+    test_case_id: str
+    variant: str
+
+
+class QuarantinedListOut(Response):
+    quarantined_tests: list[QuarantinedTestOut]
+    page: PageOut
+
+
+class FailedTestOut(Response):
+    test_id: str
+    name: str
+    classname: str | None
+    parent: str | None
+    file: str | None
+    quarantined: bool
+
+
+class UploadSummaryOut(Response):
+    upload_id: str
+    files: int
+    tests: int
+    results: int
+    passed: int
+    failed: int
+    skipped: int
+    excluded_as_infrastructure_failure: bool
+    quarantine_enabled: bool
+    failures: list[FailedTestOut]
+
+
+class FlakySettingsOut(Response):
+    settings: dict[str, Any]
+
+
+class QuarantineConfigOut(Response):
+    isDisabled: bool
+    testIds: list[str]
