@@ -16,10 +16,9 @@ import time
 import uuid
 from pathlib import Path
 
+from backends import backends  # bench/ is on sys.path when run as a script
 from fastapi.testclient import TestClient
-from sqlalchemy import text
 
-from keepgreen.adapters.db.engine import make_engine
 from keepgreen.bootstrap import bootstrap
 from keepgreen.core.model import RepoRef
 from keepgreen.settings import Settings
@@ -100,25 +99,8 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        (work / "sqlite").mkdir()
-        rows += run_backend(
-            "sqlite", f"sqlite:///{work / 'sqlite' / 'kg.db'}", work / "sqlite", args.requests
-        )
-        pg = os.environ.get("KEEPGREEN_TEST_DATABASE_URL")
-        if pg:
-            schema = f"kg_bench_{uuid.uuid4().hex[:8]}"
-            admin = make_engine(pg)
-            with admin.begin() as connection:
-                connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-            sep = "&" if "?" in pg else "?"
-            (work / "pg").mkdir()
-            try:
-                rows += run_backend("postgresql", f"{pg}{sep}options=-csearch_path%3D{schema}",
-                                    work / "pg", args.requests)  # fmt: skip
-            finally:
-                with admin.begin() as connection:
-                    connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        for name, url, workdir in backends(Path(tmp)):
+            rows += run_backend(name, url, workdir, args.requests)
     print(f"{'backend':<11} {'call':<25} {'median ms':>10} {'p95 ms':>8}   (n={args.requests})")
     for backend, verb, median, p95 in rows:
         print(f"{backend:<11} {verb:<25} {median:>10.2f} {p95:>8.2f}")

@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
 import tempfile
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from backends import backends  # bench/ is on sys.path when run as a script
 from fastapi.testclient import TestClient
-from sqlalchemy import text
 
-from keepgreen.adapters.db.engine import make_engine
 from keepgreen.bootstrap import bootstrap
 from keepgreen.core.model import RepoRef
 from keepgreen.settings import Settings
@@ -112,26 +109,8 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        (work / "sqlite").mkdir()
-        rows += run_backend(
-            "sqlite", f"sqlite:///{work / 'sqlite' / 'kg.db'}", work / "sqlite", args.uploads,
-            args.tests,
-        )  # fmt: skip
-        pg = os.environ.get("KEEPGREEN_TEST_DATABASE_URL")
-        if pg:
-            schema = f"kg_bench_{uuid.uuid4().hex[:8]}"
-            admin = make_engine(pg)
-            with admin.begin() as connection:
-                connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-            sep = "&" if "?" in pg else "?"
-            (work / "pg").mkdir()
-            try:
-                rows += run_backend("postgresql", f"{pg}{sep}options=-csearch_path%3D{schema}",
-                                    work / "pg", args.uploads, args.tests)  # fmt: skip
-            finally:
-                with admin.begin() as connection:
-                    connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        for name, url, workdir in backends(Path(tmp)):
+            rows += run_backend(name, url, workdir, args.uploads, args.tests)
     print(f"flaky ingest: {args.uploads} uploads x {args.tests} tests")
     for row in rows:
         print(row)

@@ -627,3 +627,55 @@ def test_a_failure_count_monitor_from_settings(flaky: Flaky, clock: FakeClock) -
     clock.advance(hours=49)
     flaky.client.app.state.container.housekeeping.sweep()
     assert flaky.unhealthy("FLAKY") == []
+
+
+def test_owners_come_from_the_repositorys_codeowners_on_its_default_branch(
+    flaky: Flaky, registered_repo: GitRepo
+) -> None:
+    registered_repo.commit({".github/CODEOWNERS": "*.py @acme/python\n"}, "Add owners")
+    flaky.ok_upload(report(case("test_owned", failed="x"), case("ok")))
+    test_id = flaky.test_id("test_owned")
+    assert flaky.ok("get-test-details", test_id=test_id)["test"]["codeowners"] == ["@acme/python"]
+    registered_repo.commit({".github/CODEOWNERS": "tests/ @acme/qa\n"}, "New owners")
+    flaky.ok_upload(report(case("test_owned", failed="x"), case("ok")), sha=SHA_B)
+    assert flaky.ok("get-test-details", test_id=test_id)["test"]["codeowners"] == ["@acme/qa"]
+
+
+def walk(flaky: Flaky, path: str, items: str, **fields: Any) -> tuple[list[str], list[str]]:
+    """Every page forwards by next_page_token, then backwards by prev_page_token from the
+    last page; the item names in page order, both ways.
+    """
+    pages: list[dict[str, Any]] = []
+    token = ""
+    while True:
+        body = flaky.ok(path, page_query={"page_size": 2, "page_token": token}, **fields)
+        pages.append(body)
+        token = body["page"]["next_page_token"]
+        if not token:
+            break
+    backwards = [pages[-1]]
+    token = pages[-1]["page"]["prev_page_token"]
+    while token:
+        body = flaky.ok(path, page_query={"page_size": 2, "page_token": token}, **fields)
+        backwards.append(body)
+        token = body["page"]["prev_page_token"]
+    forward = [item["name"] for page in pages for item in page[items]]
+    back = [item["name"] for page in reversed(backwards) for item in page[items]]
+    return forward, back
+
+
+def test_every_listing_pages_both_ways(flaky: Flaky) -> None:
+    names = [f"test_{i}" for i in range(5)]
+    passing = [case(f"ok_{i}") for i in range(5)]
+    flaky.ok_upload(report(*[case(name, failed="flake") for name in names], *passing))
+    flaky.ok_upload(report(*[case(name) for name in names], *passing))
+    enable_quarantine(flaky)
+    listings = [
+        ("list-unhealthy-tests", "tests", {"status": "FLAKY"}),
+        ("list-quarantined-tests", "quarantined_tests", {}),
+        ("list-failing-tests", "tests", flaky.window()),
+    ]
+    for path, items, fields in listings:
+        forward, back = walk(flaky, path, items, **fields)
+        assert sorted(forward) == names, path
+        assert back == forward, path

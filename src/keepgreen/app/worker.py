@@ -107,6 +107,11 @@ class Worker:
     def wake(self) -> None:
         self.wakeup.set()
 
+    @property
+    def chores(self) -> tuple[Callable[[], object], ...]:
+        """The periodic chores this worker runs besides the queues."""
+        return self._chores
+
     def run_chores_when_due(self) -> None:
         """Run the periodic chores once `chore_seconds` have passed since their last run."""
         if time.monotonic() < self._chores_due:

@@ -10,7 +10,9 @@ from typing import Any, TypeVar
 from sqlalchemy import (
     ColumnElement,
     Select,
+    Table,
     and_,
+    bindparam,
     case,
     delete,
     false,
@@ -42,6 +44,7 @@ from keepgreen.app.flaky.store import (
     FailureRates,
     HourDelta,
     ResultRecord,
+    SavedStatus,
     UploadRecord,
 )
 from keepgreen.core.flaky.failures import FailureCount
@@ -202,11 +205,12 @@ class SqlFlakyStore:
 
     def ensure_tests(self, tests: Sequence[TestCase], *, seen_at: datetime) -> None:
         by_id = {test.id: test for test in tests}
-        existing: set[str] = set()
+        existing: dict[str, list[str]] = {}
         for chunk in _chunks(by_id):
-            existing.update(
-                self._session.scalars(select(TestCaseRow.id).where(TestCaseRow.id.in_(chunk)))
+            rows_found = self._session.execute(
+                select(TestCaseRow.id, TestCaseRow.codeowners).where(TestCaseRow.id.in_(chunk))
             )
+            existing.update((test_id, owners or []) for test_id, owners in rows_found)
         rows: list[dict[str, Any]] = [
             {
                 "id": test.id,
@@ -227,13 +231,11 @@ class SqlFlakyStore:
             for test in by_id.values()
             if test.id not in existing
         ]
-        dialect = self._session.get_bind().dialect.name
-        insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
-        for start in range(0, len(rows), CHUNK):
+        if rows:
+            dialect = self._session.get_bind().dialect.name
+            insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
             # A concurrent upload may insert the same new test: its row is as good as ours.
-            self._session.execute(
-                insert(TestCaseRow).values(rows[start : start + CHUNK]).on_conflict_do_nothing()
-            )
+            self._session.execute(insert(_table(TestCaseRow)).on_conflict_do_nothing(), rows)
         seen = [test_id for test_id in by_id if test_id in existing]
         for chunk in _chunks(seen):
             self._session.execute(
@@ -241,8 +243,9 @@ class SqlFlakyStore:
             )
         owned: dict[tuple[str, ...], list[str]] = defaultdict(list)
         for test_id in seen:
-            if by_id[test_id].codeowners:
-                owned[by_id[test_id].codeowners].append(test_id)
+            owners = by_id[test_id].codeowners
+            if owners and list(owners) != existing[test_id]:
+                owned[owners].append(test_id)
         for owners, ids in owned.items():
             for chunk in _chunks(ids):
                 self._session.execute(
@@ -252,7 +255,7 @@ class SqlFlakyStore:
                 )
 
     def add_results(self, upload: UploadRecord, results: Sequence[ResultRecord]) -> None:
-        insert_results = insert(TestResultRow)
+        insert_results = insert(_table(TestResultRow))
         rows = [
             {
                 "test_case_id": result.test_case_id,
@@ -266,8 +269,8 @@ class SqlFlakyStore:
             }
             for result in results
         ]
-        for start in range(0, len(rows), CHUNK):
-            self._session.execute(insert_results, rows[start : start + CHUNK])
+        if rows:
+            self._session.execute(insert_results, rows)
 
     def add_to_rollups(
         self,
@@ -405,24 +408,34 @@ class SqlFlakyStore:
 
     # --- status and per-test settings -----------------------------------------------------
 
-    def save_status(
-        self,
-        test_id: str,
-        *,
-        status: TestStatus,
-        reason: str,
-        status_at: datetime,
-        monitors: Mapping[str, MonitorState],
-    ) -> None:
-        self._session.execute(
-            update(TestCaseRow)
-            .where(TestCaseRow.id == test_id)
+    def save_statuses(self, statuses: Sequence[SavedStatus]) -> None:
+        if not statuses:
+            return
+        table = _table(TestCaseRow)
+        statement = (
+            update(table)
+            .where(table.c.id == bindparam("test_id"))
             .values(
-                status=status.value,
-                status_reason=reason,
-                status_at=status_at,
-                monitors={key: _state_to_json(state) for key, state in monitors.items()},
+                status=bindparam("new_status"),
+                status_reason=bindparam("new_reason"),
+                status_at=bindparam("new_status_at"),
+                monitors=bindparam("new_monitors"),
             )
+        )
+        self._session.execute(
+            statement,
+            [
+                {
+                    "test_id": saved.test_id,
+                    "new_status": saved.status.value,
+                    "new_reason": saved.reason,
+                    "new_status_at": saved.status_at,
+                    "new_monitors": {
+                        key: _state_to_json(state) for key, state in saved.monitors.items()
+                    },
+                }
+                for saved in statuses
+            ],
         )
 
     def add_status_change(self, change: StatusChange) -> None:
@@ -685,6 +698,11 @@ class SqlFlakyStore:
         if stored is None:
             raise RuntimeError(f"instance secret {name!r} vanished while being created")
         return stored.value
+
+
+def _table(row: type[Any]) -> Table:
+    table: Table = row.__table__
+    return table
 
 
 def _hour_of(moment: datetime) -> datetime:

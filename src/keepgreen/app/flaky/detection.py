@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import datetime, timedelta
 
-from keepgreen.app.flaky.store import FlakyStore
+from keepgreen.app.flaky.store import FlakyStore, SavedStatus
 from keepgreen.app.ports import Clock, UnitOfWorkFactory
 from keepgreen.core.flaky.model import StatusChange
 from keepgreen.core.flaky.monitors import Evidence, MonitorSettings, evaluate
@@ -36,6 +36,7 @@ class Detector:
             store.commits(test_ids, now - timedelta(hours=commit_hours + 1)) if commit_hours else {}
         )
         changed = 0
+        saved: list[SavedStatus] = []
         for test_id, test in tests.items():
             evidence = Evidence(
                 buckets=buckets.get(test_id, ()),
@@ -50,16 +51,19 @@ class Detector:
                 and (verdict.monitors == test.monitors)
             ):
                 continue
-            store.save_status(
-                test_id,
-                status=verdict.status,
-                reason=verdict.reason,
-                status_at=now if moved else test.status_at,
-                monitors=verdict.monitors,
+            saved.append(
+                SavedStatus(
+                    test_id,
+                    verdict.status,
+                    verdict.reason,
+                    now if moved else test.status_at,
+                    verdict.monitors,
+                )
             )
             if moved:
                 changed += 1
                 store.add_status_change(StatusChange(test_id, now, verdict.status, verdict.reason))
+        store.save_statuses(saved)
         return changed
 
 

@@ -126,6 +126,63 @@ def final_outcomes(results: Sequence[_Identified]) -> dict[str, Outcome]:
     return {test_id: outcome for test_id, (_rank, outcome) in final.items()}
 
 
+def is_infrastructure_failure(outcomes: Counter[Outcome], *, share: float) -> bool:
+    """At least `share` of the tests that ran failed, and enough ran to call it an outage."""
+    ran = outcomes[Outcome.PASSED] + outcomes[Outcome.FAILED]
+    return ran >= MIN_TESTS_FOR_INFRASTRUCTURE_CHECK and outcomes[Outcome.FAILED] >= share * ran
+
+
+def _identify(
+    repository: Repository,
+    org_slug: str,
+    metadata: UploadMetadata,
+    parsed: Sequence[tuple[str, list[CaseResult]]],
+    owners: Owners | None,
+    *,
+    now: datetime,
+) -> tuple[list[_Identified], dict[str, TestCase]]:
+    """Every result with its test id, and the test cases they are results of (new ones
+    healthy, with their owners).
+    """
+    repo_name = repo_full_name(repository.ref.host, repository.ref.owner, repository.ref.name)
+    identified: list[_Identified] = []
+    cases: dict[str, TestCase] = {}
+    owners_by_file: dict[str | None, tuple[str, ...]] = {}
+    for _filename, results in parsed:
+        for result in results:
+            test_id = make_test_id(
+                org_slug,
+                repo_name,
+                file=result.file,
+                classname=result.classname,
+                parent=result.parent,
+                name=result.name,
+                custom_id=result.custom_id,
+                variant=metadata.variant,
+            )
+            identified.append(_Identified(test_id, result))
+            if test_id in cases:
+                continue
+            if result.file not in owners_by_file:
+                owners_by_file[result.file] = tuple(owners.owners_of(result.file)) if owners else ()
+            cases[test_id] = TestCase(
+                id=test_id,
+                repository_id=repository.id,
+                name=result.name,
+                classname=result.classname,
+                parent=result.parent,
+                file=result.file,
+                variant=metadata.variant,
+                status=TestStatus.HEALTHY,
+                status_reason=NO_MONITOR_ACTIVE,
+                status_at=now,
+                first_seen_at=now,
+                last_seen_at=now,
+                codeowners=owners_by_file[result.file],
+            )
+    return identified, cases
+
+
 class IngestService:
     def __init__(
         self,
@@ -181,49 +238,11 @@ class IngestService:
         now = self._clock()
         store = uow.flaky
         settings = store.settings(repository.id)
-        repo_name = repo_full_name(repository.ref.host, repository.ref.owner, repository.ref.name)
-        identified: list[_Identified] = []
-        cases: dict[str, TestCase] = {}
-        owners_by_file: dict[str | None, tuple[str, ...]] = {}
-        for _filename, results in parsed:
-            for result in results:
-                test_id = make_test_id(
-                    org_slug,
-                    repo_name,
-                    file=result.file,
-                    classname=result.classname,
-                    parent=result.parent,
-                    name=result.name,
-                    custom_id=result.custom_id,
-                    variant=metadata.variant,
-                )
-                identified.append(_Identified(test_id, result))
-                if test_id not in cases:
-                    if result.file not in owners_by_file:
-                        owners_by_file[result.file] = (
-                            tuple(owners.owners_of(result.file)) if owners else ()
-                        )
-                    cases[test_id] = TestCase(
-                        id=test_id,
-                        repository_id=repository.id,
-                        name=result.name,
-                        classname=result.classname,
-                        parent=result.parent,
-                        file=result.file,
-                        variant=metadata.variant,
-                        status=TestStatus.HEALTHY,
-                        status_reason=NO_MONITOR_ACTIVE,
-                        status_at=now,
-                        first_seen_at=now,
-                        last_seen_at=now,
-                        codeowners=owners_by_file[result.file],
-                    )
+        identified, cases = _identify(repository, org_slug, metadata, parsed, owners, now=now)
         final = final_outcomes(identified)
         counted = Counter(final.values())
-        ran = counted[Outcome.PASSED] + counted[Outcome.FAILED]
-        share = settings.monitors.infrastructure_failure_share
-        excluded = (
-            ran >= MIN_TESTS_FOR_INFRASTRUCTURE_CHECK and counted[Outcome.FAILED] >= share * ran
+        excluded = is_infrastructure_failure(
+            counted, share=settings.monitors.infrastructure_failure_share
         )
         upload = UploadRecord(
             id=self._new_id(),
@@ -262,25 +281,16 @@ class IngestService:
                 for item in identified
             ],
         )
-        failed_ids = {test_id for test_id, outcome in final.items() if outcome is Outcome.FAILED}
         if not excluded:
             self._roll_up(store, upload, identified, summaries, now)
+            # Only these can change status: a new failure, a commit now mixed, or a test
+            # already unhealthy (a pass may resolve it). A healthy test that passed cannot.
             touched = {item.test_id for item in identified if item.result.outcome is Outcome.FAILED}
             touched |= store.mixed_on_commit(list(cases), metadata.commit_sha)
             touched |= set(store.unhealthy_ids(repository.id)) & set(cases)
             self._detector.reevaluate(store, settings.monitors, touched, now=now)
+        failed_ids = {test_id for test_id, outcome in final.items() if outcome is Outcome.FAILED}
         quarantined = store.quarantined_ids(repository.id, settings, failed_ids)
-        failures = tuple(
-            FailedTest(
-                test_id=test_id,
-                name=cases[test_id].name,
-                classname=cases[test_id].classname,
-                parent=cases[test_id].parent,
-                file=cases[test_id].file,
-                quarantined=test_id in quarantined,
-            )
-            for test_id in sorted(failed_ids, key=lambda test_id: cases[test_id].name)
-        )
         return UploadSummary(
             upload_id=upload.id,
             files=upload.files,
@@ -291,7 +301,17 @@ class IngestService:
             skipped=upload.skipped,
             excluded_as_infrastructure_failure=excluded,
             quarantine_enabled=settings.quarantine.enabled,
-            failures=failures,
+            failures=tuple(
+                FailedTest(
+                    test_id=test_id,
+                    name=cases[test_id].name,
+                    classname=cases[test_id].classname,
+                    parent=cases[test_id].parent,
+                    file=cases[test_id].file,
+                    quarantined=test_id in quarantined,
+                )
+                for test_id in sorted(failed_ids, key=lambda test_id: cases[test_id].name)
+            ),
         )
 
     @staticmethod

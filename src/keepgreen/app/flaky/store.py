@@ -93,6 +93,17 @@ class FailureRates:
     failures_24h: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class SavedStatus:
+    """A test's status and monitor states after an evaluation."""
+
+    test_id: str
+    status: TestStatus
+    reason: str
+    status_at: datetime
+    monitors: Mapping[str, MonitorState]
+
+
 class FlakyStore(Protocol):
     def settings(self, repository_id: RepositoryId) -> FlakySettings:
         """The repository's settings (the defaults when never saved)."""
@@ -133,15 +144,7 @@ class FlakyStore(Protocol):
         """Per test, its commit rollups with a run at or after `since`."""
         ...
 
-    def save_status(
-        self,
-        test_id: str,
-        *,
-        status: TestStatus,
-        reason: str,
-        status_at: datetime,
-        monitors: Mapping[str, MonitorState],
-    ) -> None: ...
+    def save_statuses(self, statuses: Sequence[SavedStatus]) -> None: ...
 
     def add_status_change(self, change: StatusChange) -> None: ...
 

@@ -62,26 +62,21 @@ def make_test_id(
     variant: str = "",
 ) -> str:
     """The test case's id within org slug `org` and repository `repo` (see repo_full_name)."""
-    first = _base(
-        org,
-        repo,
-        file=file,
-        classname=classname,
-        parent=parent,
-        name=name,
-        info_id=custom_id,
-        variant=variant,
-    )
+
+    def base(info_id: str | None) -> str:
+        return _base(
+            org,
+            repo,
+            file=file,
+            classname=classname,
+            parent=parent,
+            name=name,
+            info_id=info_id,
+            variant=variant,
+        )
+
+    first = base(custom_id)
     # Trunk's wrapper hashes a second time only for computed ids with a variant.
     if not variant or custom_id is not None:
         return first
-    return _base(
-        org,
-        repo,
-        file=file,
-        classname=classname,
-        parent=parent,
-        name=name,
-        info_id=first,
-        variant=variant,
-    )
+    return base(first)
