@@ -11,7 +11,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Protocol, Self
 
-from keepgreen.app.flaky.store import FlakyStore
+from keepgreen.app.flaky.store import FlakyListings, FlakyStore
 from keepgreen.core.enums import CommitState, Mergeability, MergeMethod, PrState, TestRunKind
 from keepgreen.core.ids import OrgId, PullRequestId, QueueId, RepositoryId, TestRunId
 from keepgreen.core.model import (
@@ -336,6 +336,8 @@ class UnitOfWork(Protocol):
     def leases(self) -> LeaseRepository: ...
     @property
     def flaky(self) -> FlakyStore: ...
+    @property
+    def flaky_listings(self) -> FlakyListings: ...
 
     def __enter__(self) -> Self: ...
     def __exit__(

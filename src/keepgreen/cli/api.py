@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+if TYPE_CHECKING:
+    import httpx
 
 TOKEN_HEADER = "x-api-token"  # noqa: S105 (a header name, not a secret)
 CONNECT_TIMEOUT_SECONDS = 5.0
@@ -38,30 +41,47 @@ class ApiClient:
 
         endpoint = f"{self.url.rstrip('/')}/{verb}"
         timeout = httpx.Timeout(READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
-        try:
-            response = httpx.post(
+        return exchange(
+            lambda: httpx.post(
                 endpoint, json=body, headers={TOKEN_HEADER: self.token}, timeout=timeout
-            )
-        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as error:
-            raise ClientError(f"invalid API URL {self.url!r}: {error}", exit_code=2) from error
-        except httpx.ConnectError as error:
-            raise ClientError(
-                f"cannot connect to keepgreen at {self.url} ({error}); "
-                "is `keepgreen serve` running there?"
-            ) from error
-        except httpx.TimeoutException as error:
-            raise ClientError(f"keepgreen at {self.url} did not answer in time") from error
-        except httpx.HTTPError as error:
-            raise ClientError(f"request to {endpoint} failed: {error}") from error
-        try:
-            data: object = response.json()
-        except ValueError:
-            data = None
-        if response.is_error:
-            raise ClientError(_error_message(response.status_code, data, response.text))
-        if not isinstance(data, dict):
-            raise ClientError(f"{endpoint} answered {response.status_code} without a JSON object")
-        return data
+            ),
+            base_url=self.url,
+            endpoint=endpoint,
+        )
+
+
+def exchange(send: Callable[[], httpx.Response], *, base_url: str, endpoint: str) -> dict[str, Any]:
+    """Make one request to `endpoint` (of the API at `base_url`) by calling `send`; the JSON
+    object answered, or ClientError saying what failed.
+
+    An invalid URL is a usage problem (exit code 2); an unreachable or slow server, a server's
+    refusal and an answer that is no JSON object exit 1. `send` chooses the client and its
+    transport; every command words these failures alike through here.
+    """
+    import httpx
+
+    try:
+        response = send()
+    except (httpx.InvalidURL, httpx.UnsupportedProtocol) as error:
+        raise ClientError(f"invalid API URL {base_url!r}: {error}", exit_code=2) from error
+    except httpx.ConnectError as error:
+        raise ClientError(
+            f"cannot connect to keepgreen at {base_url} ({error}); "
+            "is `keepgreen serve` running there?"
+        ) from error
+    except httpx.TimeoutException as error:
+        raise ClientError(f"keepgreen at {base_url} did not answer in time") from error
+    except httpx.HTTPError as error:
+        raise ClientError(f"request to {endpoint} failed: {error}") from error
+    try:
+        data: object = response.json()
+    except ValueError:
+        data = None
+    if response.is_error:
+        raise ClientError(_error_message(response.status_code, data, response.text))
+    if not isinstance(data, dict):
+        raise ClientError(f"{endpoint} answered {response.status_code} without a JSON object")
+    return data
 
 
 def _error_message(status: int, data: object, text: str) -> str:

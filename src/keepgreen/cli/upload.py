@@ -14,13 +14,12 @@ sent in several requests whose summaries are added up.
 
 from __future__ import annotations
 
-import glob
-import gzip
 import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -32,29 +31,33 @@ from keepgreen.cli.api import (
     READ_TIMEOUT_SECONDS,
     TOKEN_HEADER,
     ClientError,
-    _error_message,
     connect,
+    exchange,
     reported,
 )
 from keepgreen.cli.ci_env import CiInfo, detect_ci
 from keepgreen.cli.client import JsonOption, RepoOption, TokenOption, UrlOption
+from keepgreen.cli.reports import (
+    COUNTS,
+    MAX_BATCH_BYTES,
+    compress,
+    count_of,
+    decide_exit_code,
+    expand_reports,
+    failures_of,
+    is_quarantined,
+    merge_summaries,
+    plan_batches,
+    unmatched_message,
+)
 from keepgreen.core.model import RepoRef
 
 if TYPE_CHECKING:
     import httpx
     from rich.console import Console, RenderableType
 
-MIB = 1024 * 1024
-# Compressed report bytes per request: under the server's 20 MiB body limit with room to spare
-# for the metadata (CODEOWNERS can be large) and the multipart framing.
-MAX_BATCH_BYTES = 16 * MIB
-# File parts per request: the server reads at most 1000 (MAX_REPORT_FILES of its upload route).
-MAX_BATCH_FILES = 1000
 UPLOAD_VERB = "flaky-tests/upload"
-_GZIP_MAGIC = b"\x1f\x8b"
-_GLOB_CHARACTERS = frozenset("*?[")
 _GIT_TIMEOUT_SECONDS = 30
-_COUNTS = ("files", "tests", "results", "passed", "failed", "skipped")
 # Multipart parts as httpx takes them: (part name, (filename or None, bytes, content type)).
 _Parts = list[tuple[str, tuple[str | None, bytes, str]]]
 
@@ -70,23 +73,6 @@ class UploadHooks:
     transport: httpx.BaseTransport | None = None
     max_batch_bytes: int = MAX_BATCH_BYTES
     console: Console | None = None  # default: stdout (progress bar and summary)
-
-
-@dataclass(frozen=True, slots=True)
-class Report:
-    """One report to send: its path as the user gave it (or the glob found it), and its bytes
-    gzip-compressed."""
-
-    name: str
-    gzipped: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Expansion:
-    """The report files the paths and globs named, and the ones that named no file."""
-
-    files: list[str]
-    unmatched: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,70 +93,6 @@ class UploadOptions:
 
 
 # -- what to send ---------------------------------------------------------------------------------
-
-
-def expand_reports(patterns: Sequence[str]) -> Expansion:
-    """Expand globs ourselves (quoted ones reach us whole; `**` recurses); plain paths stay as
-    given. A path that exists is taken literally even if it holds glob characters. Each file is
-    listed once, in the order first named; a pattern naming no regular file is unmatched."""
-    files: dict[str, None] = {}
-    unmatched: list[str] = []
-    for pattern in patterns:
-        if Path(pattern).is_file():
-            found = [pattern]
-        elif _GLOB_CHARACTERS.isdisjoint(pattern):
-            found = []
-        else:
-            # glob.glob, not Path.glob: a user's pattern may be absolute, which Path.glob refuses.
-            matches = sorted(glob.glob(pattern, recursive=True))  # noqa: PTH207
-            found = [path for path in matches if Path(path).is_file()]
-        if not found:
-            unmatched.append(pattern)
-        files.update(dict.fromkeys(found))
-    return Expansion(list(files), unmatched)
-
-
-def unmatched_message(unmatched: Sequence[str]) -> str:
-    """Names every path or glob that found no report file."""
-    listed = ", ".join(repr(pattern) for pattern in unmatched)
-    return f"no report file matches {listed}"
-
-
-def compress(name: str) -> Report:
-    """The report at `name`, gzip-compressed (a report already gzip-compressed is kept as is)."""
-    try:
-        data = Path(name).read_bytes()
-    except OSError as error:
-        raise ClientError(f"cannot read {name}: {error.strerror or error}") from error
-    if data.startswith(_GZIP_MAGIC):
-        return Report(name, data)
-    # mtime=0 makes the bytes depend on the content alone.
-    return Report(name, gzip.compress(data, mtime=0))
-
-
-def plan_batches(
-    reports: Sequence[Report], *, max_bytes: int, max_files: int = MAX_BATCH_FILES
-) -> list[list[Report]]:
-    """Consecutive runs of reports, each at most `max_bytes` compressed and `max_files` long,
-    in the order given (retries written to later files stay after the attempts they follow)."""
-    batches: list[list[Report]] = []
-    size = 0
-    for report in reports:
-        if len(report.gzipped) > max_bytes:
-            raise ClientError(
-                f"{report.name} is {_size(len(report.gzipped))} compressed, over the "
-                f"{_size(max_bytes)} one upload request may carry; split it into smaller reports"
-            )
-        if not batches or size + len(report.gzipped) > max_bytes or len(batches[-1]) >= max_files:
-            batches.append([])
-            size = 0
-        batches[-1].append(report)
-        size += len(report.gzipped)
-    return batches
-
-
-def _size(count: int) -> str:
-    return f"{count / MIB:.1f} MiB" if count >= MIB else f"{count / 1024:.0f} KiB"
 
 
 def metadata(options: UploadOptions, ci: CiInfo, *, sha: str, branch: str) -> dict[str, object]:
@@ -261,12 +183,14 @@ def upload(
         summaries = []
         timeout = httpx.Timeout(READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
         headers = {TOKEN_HEADER: api.token}
+        # One client for every batch, so the requests share a connection.
         with httpx.Client(transport=hooks.transport, headers=headers, timeout=timeout) as client:
             for index, batch in enumerate(batches):
                 parts: _Parts = [("metadata", (None, meta, "application/json"))]
                 parts += [("file", (r.name, r.gzipped, "application/gzip")) for r in batch]
                 try:
-                    summaries.append(_post(client, endpoint, api.url, parts))
+                    send = partial(client.post, endpoint, files=parts)
+                    summaries.append(exchange(send, base_url=api.url, endpoint=endpoint))
                 except ClientError as error:
                     if index == 0:
                         raise
@@ -280,110 +204,12 @@ def upload(
     return merge_summaries(summaries)
 
 
-def _post(client: httpx.Client, endpoint: str, base_url: str, parts: _Parts) -> dict[str, Any]:
-    """One multipart POST; the JSON object answered, or ClientError saying what failed.
-
-    The transport errors read as ApiClient.post words them (its mapping is inline there, so it
-    is repeated here); the server's own refusals go through the same `_error_message`.
-    """
-    import httpx
-
-    try:
-        response = client.post(endpoint, files=parts)
-    except (httpx.InvalidURL, httpx.UnsupportedProtocol) as error:
-        raise ClientError(f"invalid API URL {base_url!r}: {error}", exit_code=2) from error
-    except httpx.ConnectError as error:
-        raise ClientError(
-            f"cannot connect to keepgreen at {base_url} ({error}); "
-            "is `keepgreen serve` running there?"
-        ) from error
-    except httpx.TimeoutException as error:
-        raise ClientError(f"keepgreen at {base_url} did not answer in time") from error
-    except httpx.HTTPError as error:
-        raise ClientError(f"request to {endpoint} failed: {error}") from error
-    try:
-        data: object = response.json()
-    except ValueError:
-        data = None
-    if response.is_error:
-        raise ClientError(_error_message(response.status_code, data, response.text))
-    if not isinstance(data, dict):
-        raise ClientError(f"{endpoint} answered {response.status_code} without a JSON object")
-    return data
-
-
-def merge_summaries(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """One summary for several requests: counts added up, a failure listed once (quarantined
-    only if every request said so), `upload_ids` naming every request's upload.
-
-    A single summary is returned as it came. Counts are per request: a test whose reports went
-    in two requests is counted in each, and one that failed in the first and passed in the
-    second still shows as failed (the safe side for the exit code).
-    """
-    if len(summaries) == 1:
-        return dict(summaries[0])
-    failures: dict[object, dict[str, Any]] = {}
-    for summary in summaries:
-        for failure in failures_of(summary):
-            key = failure.get("test_id")
-            if not isinstance(key, str):
-                key = object()  # no id to match on: it stays on its own
-            if key in failures:
-                both = failures[key].get("quarantined") is True and is_quarantined(failure)
-                failures[key]["quarantined"] = both
-            else:
-                failures[key] = dict(failure)
-    return {
-        "upload_id": summaries[0].get("upload_id"),
-        "upload_ids": [summary.get("upload_id") for summary in summaries],
-        **{name: sum(_count(summary, name) for summary in summaries) for name in _COUNTS},
-        "excluded_as_infrastructure_failure": any(
-            summary.get("excluded_as_infrastructure_failure") is True for summary in summaries
-        ),
-        "quarantine_enabled": all(
-            summary.get("quarantine_enabled") is True for summary in summaries
-        ),
-        "failures": list(failures.values()),
-    }
-
-
-def failures_of(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The summary's failures that are JSON objects (anything else is ignored)."""
-    return [failure for failure in summary.get("failures") or [] if isinstance(failure, Mapping)]
-
-
-def is_quarantined(failure: Mapping[str, Any]) -> bool:
-    return failure.get("quarantined") is True
-
-
-def _count(summary: Mapping[str, Any], name: str) -> int:
-    value = summary.get(name)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def decide_exit_code(
-    command_code: int, summary: Mapping[str, Any] | None, *, all_reports_found: bool
-) -> int:
-    """The exit code of `keepgreen test` for a command that exited `command_code`.
-
-    0 stays 0. A failure becomes 0 only when the upload worked (`summary` is not None), every
-    report pattern found its files (a missing report may be a build error nothing quarantines),
-    quarantine is on, and there is at least one failed test and every one is quarantined.
-    """
-    if command_code == 0 or summary is None or not all_reports_found:
-        return command_code
-    failures = failures_of(summary)
-    if summary.get("quarantine_enabled") is not True or not failures:
-        return command_code
-    return 0 if all(is_quarantined(failure) for failure in failures) else command_code
-
-
 # -- showing --------------------------------------------------------------------------------------
 
 
 def summary_line(summary: Mapping[str, Any]) -> str:
     """One line: what was stored, and the upload's id."""
-    counts = {name: _count(summary, name) for name in _COUNTS}
+    counts = {name: count_of(summary, name) for name in COUNTS}
     files = counts["files"]
     line = (
         f"Uploaded {files} report {'file' if files == 1 else 'files'}: "

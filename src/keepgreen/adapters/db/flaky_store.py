@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
-    ColumnElement,
-    Select,
-    Table,
-    and_,
     bindparam,
-    case,
     delete,
-    false,
     func,
     insert,
-    or_,
     select,
     update,
 )
@@ -26,6 +19,15 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from keepgreen.adapters.db.flaky_rows import (
+    chunks,
+    greatest,
+    load_tests,
+    quarantined,
+    state_to_json,
+    table_of,
+    test_case_of,
+)
 from keepgreen.adapters.db.tables import (
     FlakySettingsRow,
     InstanceSecretRow,
@@ -41,81 +43,20 @@ from keepgreen.app.flaky.settings import FlakySettings, monitors_from_dict, moni
 from keepgreen.app.flaky.store import (
     CommitDelta,
     FailureDelta,
-    FailureRates,
     HourDelta,
     ResultRecord,
     SavedStatus,
     UploadRecord,
 )
-from keepgreen.core.flaky.failures import FailureCount
 from keepgreen.core.flaky.model import StatusChange, TestCase
 from keepgreen.core.flaky.monitors import (
     CommitRuns,
     HourBucket,
     ManualFlag,
-    MonitorState,
     TestStatus,
 )
 from keepgreen.core.flaky.quarantine import QuarantineOverride, QuarantineSettings
 from keepgreen.core.ids import RepositoryId
-
-CHUNK = 500  # ids per IN (...) list: well under SQLite's and PostgreSQL's parameter limits
-T = TypeVar("T")
-
-
-def _chunks(items: Collection[T]) -> Iterator[list[T]]:
-    ordered = list(items)
-    for start in range(0, len(ordered), CHUNK):
-        yield ordered[start : start + CHUNK]
-
-
-def _state_to_json(state: MonitorState) -> dict[str, Any]:
-    return {
-        "active": state.active,
-        "since": state.since.isoformat() if state.since else None,
-        "reason": state.reason,
-        "classification": state.classification.value,
-    }
-
-
-def _state_from_json(data: dict[str, Any]) -> MonitorState:
-    since = data.get("since")
-    return MonitorState(
-        active=bool(data["active"]),
-        since=datetime.fromisoformat(since) if since else None,
-        reason=str(data["reason"]),
-        classification=TestStatus(data["classification"]),
-    )
-
-
-def _test_case(row: TestCaseRow) -> TestCase:
-    flag = (
-        ManualFlag(row.manual_flag_reason or "", row.manual_flag_at)
-        if row.manual_flag_at is not None
-        else None
-    )
-    return TestCase(
-        id=row.id,
-        repository_id=RepositoryId(row.repository_id),
-        name=row.name,
-        classname=row.classname,
-        parent=row.parent,
-        file=row.file,
-        variant=row.variant,
-        status=TestStatus(row.status),
-        status_reason=row.status_reason,
-        status_at=row.status_at,
-        first_seen_at=row.first_seen_at,
-        last_seen_at=row.last_seen_at,
-        monitors={key: _state_from_json(value) for key, value in (row.monitors or {}).items()},
-        manual_flag=flag,
-        quarantine_override=(
-            QuarantineOverride(row.quarantine_override) if row.quarantine_override else None
-        ),
-        quarantine_override_at=row.quarantine_override_at,
-        ticket=row.ticket,
-        codeowners=tuple(row.codeowners or ()),
-    )
 
 
 class SqlFlakyStore:
@@ -145,7 +86,7 @@ class SqlFlakyStore:
         changes: dict[str, Any] = {name: table.c[name] + new[name] for name in add}
         for name in latest:
             changes[name] = func.coalesce(
-                _greatest(table.c[name], new[name], dialect), table.c[name], new[name]
+                greatest(table.c[name], new[name], dialect), table.c[name], new[name]
             )
         for name in earliest:
             changes[name] = func.coalesce(table.c[name], new[name])
@@ -206,7 +147,7 @@ class SqlFlakyStore:
     def ensure_tests(self, tests: Sequence[TestCase], *, seen_at: datetime) -> None:
         by_id = {test.id: test for test in tests}
         existing: dict[str, list[str]] = {}
-        for chunk in _chunks(by_id):
+        for chunk in chunks(by_id):
             rows_found = self._session.execute(
                 select(TestCaseRow.id, TestCaseRow.codeowners).where(TestCaseRow.id.in_(chunk))
             )
@@ -235,9 +176,9 @@ class SqlFlakyStore:
             dialect = self._session.get_bind().dialect.name
             insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
             # A concurrent upload may insert the same new test: its row is as good as ours.
-            self._session.execute(insert(_table(TestCaseRow)).on_conflict_do_nothing(), rows)
+            self._session.execute(insert(table_of(TestCaseRow)).on_conflict_do_nothing(), rows)
         seen = [test_id for test_id in by_id if test_id in existing]
-        for chunk in _chunks(seen):
+        for chunk in chunks(seen):
             self._session.execute(
                 update(TestCaseRow).where(TestCaseRow.id.in_(chunk)).values(last_seen_at=seen_at)
             )
@@ -247,7 +188,7 @@ class SqlFlakyStore:
             if owners and list(owners) != existing[test_id]:
                 owned[owners].append(test_id)
         for owners, ids in owned.items():
-            for chunk in _chunks(ids):
+            for chunk in chunks(ids):
                 self._session.execute(
                     update(TestCaseRow)
                     .where(TestCaseRow.id.in_(chunk))
@@ -255,7 +196,7 @@ class SqlFlakyStore:
                 )
 
     def add_results(self, upload: UploadRecord, results: Sequence[ResultRecord]) -> None:
-        insert_results = insert(_table(TestResultRow))
+        insert_results = insert(table_of(TestResultRow))
         rows = [
             {
                 "test_case_id": result.test_case_id,
@@ -339,21 +280,17 @@ class SqlFlakyStore:
     # --- reads for detection --------------------------------------------------------------
 
     def tests(self, ids: Collection[str]) -> Mapping[str, TestCase]:
-        found: dict[str, TestCase] = {}
-        for chunk in _chunks(ids):
-            for row in self._session.scalars(select(TestCaseRow).where(TestCaseRow.id.in_(chunk))):
-                found[row.id] = _test_case(row)
-        return found
+        return load_tests(self._session, ids)
 
     def test(self, repository_id: RepositoryId, test_id: str) -> TestCase | None:
         row = self._session.get(TestCaseRow, test_id)
         if row is None or row.repository_id != repository_id:
             return None
-        return _test_case(row)
+        return test_case_of(row)
 
     def mixed_on_commit(self, ids: Collection[str], commit_sha: str) -> set[str]:
         mixed: set[str] = set()
-        for chunk in _chunks(ids):
+        for chunk in chunks(ids):
             mixed.update(
                 self._session.scalars(
                     select(TestCommitRow.test_case_id).where(
@@ -369,7 +306,7 @@ class SqlFlakyStore:
     def buckets(self, ids: Collection[str], since: datetime) -> Mapping[str, list[HourBucket]]:
         found: dict[str, list[HourBucket]] = defaultdict(list)
         hours = TestHourRow.__table__.c
-        for chunk in _chunks(ids):
+        for chunk in chunks(ids):
             rows = self._session.execute(
                 select(
                     hours.test_case_id,
@@ -388,7 +325,7 @@ class SqlFlakyStore:
     def commits(self, ids: Collection[str], since: datetime) -> Mapping[str, list[CommitRuns]]:
         found: dict[str, list[CommitRuns]] = defaultdict(list)
         commits = TestCommitRow.__table__.c
-        for chunk in _chunks(ids):
+        for chunk in chunks(ids):
             rows = self._session.execute(
                 select(
                     commits.test_case_id,
@@ -411,7 +348,7 @@ class SqlFlakyStore:
     def save_statuses(self, statuses: Sequence[SavedStatus]) -> None:
         if not statuses:
             return
-        table = _table(TestCaseRow)
+        table = table_of(TestCaseRow)
         statement = (
             update(table)
             .where(table.c.id == bindparam("test_id"))
@@ -431,7 +368,7 @@ class SqlFlakyStore:
                     "new_reason": saved.reason,
                     "new_status_at": saved.status_at,
                     "new_monitors": {
-                        key: _state_to_json(state) for key, state in saved.monitors.items()
+                        key: state_to_json(state) for key, state in saved.monitors.items()
                     },
                 }
                 for saved in statuses
@@ -447,17 +384,6 @@ class SqlFlakyStore:
                 reason=change.reason,
             )
         )
-
-    def status_history(self, test_id: str) -> Sequence[StatusChange]:
-        rows = self._session.scalars(
-            select(TestStatusChangeRow)
-            .where(TestStatusChangeRow.test_case_id == test_id)
-            .order_by(TestStatusChangeRow.at, TestStatusChangeRow.id)
-        )
-        return [
-            StatusChange(row.test_case_id, row.at, TestStatus(row.status), row.reason)
-            for row in rows
-        ]
 
     def set_manual_flag(self, test_id: str, flag: ManualFlag | None) -> None:
         self._session.execute(
@@ -486,187 +412,24 @@ class SqlFlakyStore:
             update(TestCaseRow).where(TestCaseRow.id == test_id).values(ticket=ticket)
         )
 
-    # --- listings -------------------------------------------------------------------------
-
     def unhealthy_ids(self, repository_id: RepositoryId | None = None) -> Sequence[str]:
         query = select(TestCaseRow.id).where(TestCaseRow.status != TestStatus.HEALTHY.value)
         if repository_id is not None:
             query = query.where(TestCaseRow.repository_id == repository_id)
         return list(self._session.scalars(query))
 
-    def _by_status(self, repository_id: RepositoryId, status: TestStatus) -> ColumnElement[bool]:
-        return and_(TestCaseRow.repository_id == repository_id, TestCaseRow.status == status.value)
-
-    def count_by_status(self, repository_id: RepositoryId, status: TestStatus) -> int:
-        return self._count(select(func.count()).where(self._by_status(repository_id, status)))
-
-    def page_by_status(
-        self, repository_id: RepositoryId, status: TestStatus, *, offset: int, limit: int
-    ) -> Sequence[TestCase]:
-        rows = self._session.scalars(
-            select(TestCaseRow)
-            .where(self._by_status(repository_id, status))
-            .order_by(TestCaseRow.status_at.desc(), TestCaseRow.id)
-            .offset(offset)
-            .limit(limit)
-        )
-        return [_test_case(row) for row in rows]
-
-    def _failing(
-        self, repository_id: RepositoryId, start: datetime, end: datetime
-    ) -> ColumnElement[bool]:
-        return and_(
-            TestResultRow.repository_id == repository_id,
-            TestResultRow.outcome == "failed",
-            TestResultRow.at >= start,
-            TestResultRow.at < end,
-        )
-
-    def count_failing(self, repository_id: RepositoryId, start: datetime, end: datetime) -> int:
-        return self._count(
-            select(func.count(func.distinct(TestResultRow.test_case_id))).where(
-                self._failing(repository_id, start, end)
-            )
-        )
-
-    def page_failing(
-        self,
-        repository_id: RepositoryId,
-        start: datetime,
-        end: datetime,
-        *,
-        offset: int,
-        limit: int,
-    ) -> Sequence[TestCase]:
-        failures = func.count().label("failures")
-        ids = list(
-            self._session.execute(
-                select(TestResultRow.test_case_id, failures)
-                .where(self._failing(repository_id, start, end))
-                .group_by(TestResultRow.test_case_id)
-                .order_by(failures.desc(), TestResultRow.test_case_id)
-                .offset(offset)
-                .limit(limit)
-            ).scalars()
-        )
-        found = self.tests(ids)
-        return [found[test_id] for test_id in ids if test_id in found]
-
-    def _quarantined(
-        self, repository_id: RepositoryId, settings: FlakySettings
-    ) -> ColumnElement[bool]:
-        always = TestCaseRow.quarantine_override == QuarantineOverride.ALWAYS.value
-        if not settings.quarantine.enabled:
-            return false()
-        rule = always
-        if settings.quarantine.auto_quarantine_flaky:
-            automatic = and_(
-                TestCaseRow.status == TestStatus.FLAKY.value,
-                or_(
-                    TestCaseRow.quarantine_override.is_(None),
-                    TestCaseRow.quarantine_override != QuarantineOverride.NEVER.value,
-                ),
-            )
-            rule = or_(always, automatic)
-        return and_(TestCaseRow.repository_id == repository_id, rule)
-
-    def count_quarantined(self, repository_id: RepositoryId, settings: FlakySettings) -> int:
-        return self._count(select(func.count()).where(self._quarantined(repository_id, settings)))
-
-    def page_quarantined(
-        self, repository_id: RepositoryId, settings: FlakySettings, *, offset: int, limit: int
-    ) -> Sequence[TestCase]:
-        rows = self._session.scalars(
-            select(TestCaseRow)
-            .where(self._quarantined(repository_id, settings))
-            .order_by(TestCaseRow.name, TestCaseRow.id)
-            .offset(offset)
-            .limit(limit)
-        )
-        return [_test_case(row) for row in rows]
-
     def quarantined_ids(
         self, repository_id: RepositoryId, settings: FlakySettings, ids: Collection[str]
     ) -> set[str]:
         found: set[str] = set()
-        for chunk in _chunks(ids):
+        for chunk in chunks(ids):
             found.update(
                 self._session.scalars(
                     select(TestCaseRow.id).where(
-                        self._quarantined(repository_id, settings), TestCaseRow.id.in_(chunk)
+                        quarantined(repository_id, settings), TestCaseRow.id.in_(chunk)
                     )
                 )
             )
-        return found
-
-    def _count(self, query: Select[Any]) -> int:
-        return int(self._session.scalar(query) or 0)
-
-    # --- figures for the read API ---------------------------------------------------------
-
-    def failure_rates(self, ids: Collection[str], *, now: datetime) -> Mapping[str, FailureRates]:
-        week = _hour_of(now - timedelta(days=7))
-        day = _hour_of(now - timedelta(hours=24))
-        found: dict[str, FailureRates] = {}
-        for chunk in _chunks(ids):
-            recent = TestHourRow.hour >= day
-            rows = self._session.execute(
-                select(
-                    TestHourRow.test_case_id,
-                    func.sum(TestHourRow.runs),
-                    func.sum(TestHourRow.failures),
-                    func.sum(_when(recent, TestHourRow.runs)),
-                    func.sum(_when(recent, TestHourRow.failures)),
-                )
-                .where(TestHourRow.test_case_id.in_(chunk), TestHourRow.hour >= week)
-                .group_by(TestHourRow.test_case_id)
-            )
-            for test_id, runs_7d, failures_7d, runs_24h, failures_24h in rows:
-                found[test_id] = FailureRates(
-                    int(runs_7d or 0),
-                    int(failures_7d or 0),
-                    int(runs_24h or 0),
-                    int(failures_24h or 0),
-                )
-        return found
-
-    def pull_requests_impacted(self, ids: Collection[str], since: datetime) -> Mapping[str, int]:
-        found: dict[str, int] = {}
-        for chunk in _chunks(ids):
-            rows = self._session.execute(
-                select(
-                    TestCommitRow.test_case_id, func.count(func.distinct(TestCommitRow.pr_number))
-                )
-                .where(
-                    TestCommitRow.test_case_id.in_(chunk),
-                    TestCommitRow.pr_number.is_not(None),
-                    TestCommitRow.failures > 0,
-                    TestCommitRow.last_failure_at >= since,
-                )
-                .group_by(TestCommitRow.test_case_id)
-            )
-            for test_id, count in rows:
-                found[test_id] = int(count)
-        return found
-
-    def failure_counts(
-        self, ids: Collection[str], since: datetime
-    ) -> Mapping[str, list[FailureCount]]:
-        found: dict[str, list[FailureCount]] = defaultdict(list)
-        for chunk in _chunks(ids):
-            rows = self._session.execute(
-                select(
-                    TestFailureRow.test_case_id,
-                    TestFailureRow.summary_key,
-                    func.max(TestFailureRow.summary),
-                    func.sum(TestFailureRow.occurrences),
-                    func.max(TestFailureRow.last_at),
-                )
-                .where(TestFailureRow.test_case_id.in_(chunk), TestFailureRow.day >= _day_of(since))
-                .group_by(TestFailureRow.test_case_id, TestFailureRow.summary_key)
-            )
-            for test_id, _key, summary, occurrences, last_at in rows:
-                found[test_id].append(FailureCount(str(summary), int(occurrences), last_at))
         return found
 
     # --- housekeeping ---------------------------------------------------------------------
@@ -698,26 +461,3 @@ class SqlFlakyStore:
         if stored is None:
             raise RuntimeError(f"instance secret {name!r} vanished while being created")
         return stored.value
-
-
-def _table(row: type[Any]) -> Table:
-    table: Table = row.__table__
-    return table
-
-
-def _hour_of(moment: datetime) -> datetime:
-    return moment.replace(minute=0, second=0, microsecond=0)
-
-
-def _day_of(moment: datetime) -> datetime:
-    return moment.replace(hour=0, minute=0, second=0, microsecond=0)
-
-
-def _when(condition: ColumnElement[bool], value: Any) -> Any:
-    return case((condition, value), else_=0)
-
-
-def _greatest(left: Any, right: Any, dialect: str) -> Any:
-    # PostgreSQL's greatest() and SQLite's two-argument max() both return NULL when an
-    # argument is NULL; the caller's coalesce falls back to whichever is set.
-    return func.greatest(left, right) if dialect == "postgresql" else func.max(left, right)

@@ -8,6 +8,7 @@ from typing import Self
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from keepgreen.adapters.db.flaky_listings import SqlFlakyListings
 from keepgreen.adapters.db.flaky_store import SqlFlakyStore
 from keepgreen.adapters.db.repositories import (
     SqlCommitStatuses,
@@ -48,6 +49,7 @@ class SqlUnitOfWork:
         self.effects = SqlEffects(session)
         self.leases = SqlLeases(session)
         self.flaky = SqlFlakyStore(session)
+        self.flaky_listings = SqlFlakyListings(session)
         return self
 
     def __exit__(

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from keepgreen.app.errors import InvalidInput, NotFound
 from keepgreen.app.flaky.pages import Page, PageTokens
 from keepgreen.app.flaky.settings import FlakySettings
-from keepgreen.app.flaky.store import FlakyStore
+from keepgreen.app.flaky.store import FlakyListings
 from keepgreen.app.lookup import find_repository
 from keepgreen.app.ports import Clock, UnitOfWork, UnitOfWorkFactory
 from keepgreen.core.flaky.failures import FailureTemplate, mine_templates
@@ -149,8 +149,8 @@ class FlakyReadService:
             if test is None:
                 raise NotFound("test_not_found", f"test {test_id} is not known in {ref}")
             settings = uow.flaky.settings(repository.id)
-            (view,) = self._views(uow.flaky, repository, settings, [test], figures=True)
-            return TestDetails(view, tuple(uow.flaky.status_history(test.id)))
+            (view,) = self._views(uow.flaky_listings, repository, settings, [test], figures=True)
+            return TestDetails(view, tuple(uow.flaky_listings.status_history(test.id)))
 
     def _listing(
         self,
@@ -160,8 +160,8 @@ class FlakyReadService:
         *,
         size: int,
         token: str,
-        count: Callable[[FlakyStore, Repository, FlakySettings], int],
-        fetch: Callable[[FlakyStore, Repository, FlakySettings, int, int], Sequence[TestCase]],
+        count: Callable[[FlakyListings, Repository, FlakySettings], int],
+        fetch: Callable[[FlakyListings, Repository, FlakySettings, int, int], Sequence[TestCase]],
         figures: bool,
     ) -> TestPage:
         size = page_size_of(size)
@@ -171,16 +171,16 @@ class FlakyReadService:
             fingerprint = tokens.fingerprint(repository.id, size, *query)
             offset = tokens.offset(fingerprint, token)
             settings = uow.flaky.settings(repository.id)
-            total = count(uow.flaky, repository, settings)
-            tests = fetch(uow.flaky, repository, settings, offset, size)
-            views = self._views(uow.flaky, repository, settings, tests, figures=figures)
+            total = count(uow.flaky_listings, repository, settings)
+            tests = fetch(uow.flaky_listings, repository, settings, offset, size)
+            views = self._views(uow.flaky_listings, repository, settings, tests, figures=figures)
             uow.commit()  # the page-token key is stored on first use
         page = tokens.page(fingerprint, offset=offset, size=size, total=total)
         return TestPage(tuple(views), page)
 
     def _views(
         self,
-        store: FlakyStore,
+        store: FlakyListings,
         repository: Repository,
         settings: FlakySettings,
         tests: Sequence[TestCase],

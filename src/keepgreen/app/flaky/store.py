@@ -148,8 +148,6 @@ class FlakyStore(Protocol):
 
     def add_status_change(self, change: StatusChange) -> None: ...
 
-    def status_history(self, test_id: str) -> Sequence[StatusChange]: ...
-
     def set_manual_flag(self, test_id: str, flag: ManualFlag | None) -> None: ...
 
     def set_override(
@@ -161,6 +159,26 @@ class FlakyStore(Protocol):
     def unhealthy_ids(self, repository_id: RepositoryId | None = None) -> Sequence[str]:
         """Tests whose status is not healthy (every active monitor makes a test unhealthy)."""
         ...
+
+    def quarantined_ids(
+        self, repository_id: RepositoryId, settings: FlakySettings, ids: Collection[str]
+    ) -> set[str]: ...
+
+    def purge(self, *, results_before: datetime, rollups_before: datetime) -> int:
+        """Delete raw results and uploads older than `results_before` and rollups older than
+        `rollups_before`; the number of rows deleted.
+        """
+        ...
+
+    def secret(self, name: str, make: str) -> str:
+        """The installation's secret `name`, stored as `make` the first time it is asked for."""
+        ...
+
+
+class FlakyListings(Protocol):
+    """The read API's queries over test cases, rollups and status history."""
+
+    def status_history(self, test_id: str) -> Sequence[StatusChange]: ...
 
     def count_by_status(self, repository_id: RepositoryId, status: TestStatus) -> int: ...
 
@@ -188,10 +206,6 @@ class FlakyStore(Protocol):
         self, repository_id: RepositoryId, settings: FlakySettings, *, offset: int, limit: int
     ) -> Sequence[TestCase]: ...
 
-    def quarantined_ids(
-        self, repository_id: RepositoryId, settings: FlakySettings, ids: Collection[str]
-    ) -> set[str]: ...
-
     def failure_rates(
         self, ids: Collection[str], *, now: datetime
     ) -> Mapping[str, FailureRates]: ...
@@ -203,13 +217,3 @@ class FlakyStore(Protocol):
     def failure_counts(
         self, ids: Collection[str], since: datetime
     ) -> Mapping[str, list[FailureCount]]: ...
-
-    def purge(self, *, results_before: datetime, rollups_before: datetime) -> int:
-        """Delete raw results and uploads older than `results_before` and rollups older than
-        `rollups_before`; the number of rows deleted.
-        """
-        ...
-
-    def secret(self, name: str, make: str) -> str:
-        """The installation's secret `name`, stored as `make` the first time it is asked for."""
-        ...

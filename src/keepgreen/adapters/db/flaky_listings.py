@@ -1,0 +1,196 @@
+"""The flaky-test read API's queries: listings, figures from the rollups, status history."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, and_, func, select
+from sqlalchemy.orm import Session
+
+from keepgreen.adapters.db.flaky_rows import (
+    chunks,
+    day_of,
+    hour_of,
+    load_tests,
+    quarantined,
+    test_case_of,
+    when,
+)
+from keepgreen.adapters.db.tables import (
+    TestCaseRow,
+    TestCommitRow,
+    TestFailureRow,
+    TestHourRow,
+    TestResultRow,
+    TestStatusChangeRow,
+)
+from keepgreen.app.flaky.settings import FlakySettings
+from keepgreen.app.flaky.store import FailureRates
+from keepgreen.core.flaky.failures import FailureCount
+from keepgreen.core.flaky.model import StatusChange, TestCase
+from keepgreen.core.flaky.monitors import TestStatus
+from keepgreen.core.ids import RepositoryId
+
+
+class SqlFlakyListings:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def status_history(self, test_id: str) -> Sequence[StatusChange]:
+        rows = self._session.scalars(
+            select(TestStatusChangeRow)
+            .where(TestStatusChangeRow.test_case_id == test_id)
+            .order_by(TestStatusChangeRow.at, TestStatusChangeRow.id)
+        )
+        return [
+            StatusChange(row.test_case_id, row.at, TestStatus(row.status), row.reason)
+            for row in rows
+        ]
+
+    # --- listings -------------------------------------------------------------------------
+
+    def _by_status(self, repository_id: RepositoryId, status: TestStatus) -> ColumnElement[bool]:
+        return and_(TestCaseRow.repository_id == repository_id, TestCaseRow.status == status.value)
+
+    def count_by_status(self, repository_id: RepositoryId, status: TestStatus) -> int:
+        return self._count(select(func.count()).where(self._by_status(repository_id, status)))
+
+    def page_by_status(
+        self, repository_id: RepositoryId, status: TestStatus, *, offset: int, limit: int
+    ) -> Sequence[TestCase]:
+        rows = self._session.scalars(
+            select(TestCaseRow)
+            .where(self._by_status(repository_id, status))
+            .order_by(TestCaseRow.status_at.desc(), TestCaseRow.id)
+            .offset(offset)
+            .limit(limit)
+        )
+        return [test_case_of(row) for row in rows]
+
+    def _failing(
+        self, repository_id: RepositoryId, start: datetime, end: datetime
+    ) -> ColumnElement[bool]:
+        return and_(
+            TestResultRow.repository_id == repository_id,
+            TestResultRow.outcome == "failed",
+            TestResultRow.at >= start,
+            TestResultRow.at < end,
+        )
+
+    def count_failing(self, repository_id: RepositoryId, start: datetime, end: datetime) -> int:
+        return self._count(
+            select(func.count(func.distinct(TestResultRow.test_case_id))).where(
+                self._failing(repository_id, start, end)
+            )
+        )
+
+    def page_failing(
+        self,
+        repository_id: RepositoryId,
+        start: datetime,
+        end: datetime,
+        *,
+        offset: int,
+        limit: int,
+    ) -> Sequence[TestCase]:
+        failures = func.count().label("failures")
+        ids = list(
+            self._session.execute(
+                select(TestResultRow.test_case_id, failures)
+                .where(self._failing(repository_id, start, end))
+                .group_by(TestResultRow.test_case_id)
+                .order_by(failures.desc(), TestResultRow.test_case_id)
+                .offset(offset)
+                .limit(limit)
+            ).scalars()
+        )
+        found = load_tests(self._session, ids)
+        return [found[test_id] for test_id in ids if test_id in found]
+
+    def count_quarantined(self, repository_id: RepositoryId, settings: FlakySettings) -> int:
+        return self._count(select(func.count()).where(quarantined(repository_id, settings)))
+
+    def page_quarantined(
+        self, repository_id: RepositoryId, settings: FlakySettings, *, offset: int, limit: int
+    ) -> Sequence[TestCase]:
+        rows = self._session.scalars(
+            select(TestCaseRow)
+            .where(quarantined(repository_id, settings))
+            .order_by(TestCaseRow.name, TestCaseRow.id)
+            .offset(offset)
+            .limit(limit)
+        )
+        return [test_case_of(row) for row in rows]
+
+    def _count(self, query: Select[Any]) -> int:
+        return int(self._session.scalar(query) or 0)
+
+    # --- figures for the read API ---------------------------------------------------------
+
+    def failure_rates(self, ids: Collection[str], *, now: datetime) -> Mapping[str, FailureRates]:
+        week = hour_of(now - timedelta(days=7))
+        day = hour_of(now - timedelta(hours=24))
+        found: dict[str, FailureRates] = {}
+        for chunk in chunks(ids):
+            recent = TestHourRow.hour >= day
+            rows = self._session.execute(
+                select(
+                    TestHourRow.test_case_id,
+                    func.sum(TestHourRow.runs),
+                    func.sum(TestHourRow.failures),
+                    func.sum(when(recent, TestHourRow.runs)),
+                    func.sum(when(recent, TestHourRow.failures)),
+                )
+                .where(TestHourRow.test_case_id.in_(chunk), TestHourRow.hour >= week)
+                .group_by(TestHourRow.test_case_id)
+            )
+            for test_id, runs_7d, failures_7d, runs_24h, failures_24h in rows:
+                found[test_id] = FailureRates(
+                    int(runs_7d or 0),
+                    int(failures_7d or 0),
+                    int(runs_24h or 0),
+                    int(failures_24h or 0),
+                )
+        return found
+
+    def pull_requests_impacted(self, ids: Collection[str], since: datetime) -> Mapping[str, int]:
+        found: dict[str, int] = {}
+        for chunk in chunks(ids):
+            rows = self._session.execute(
+                select(
+                    TestCommitRow.test_case_id, func.count(func.distinct(TestCommitRow.pr_number))
+                )
+                .where(
+                    TestCommitRow.test_case_id.in_(chunk),
+                    TestCommitRow.pr_number.is_not(None),
+                    TestCommitRow.failures > 0,
+                    TestCommitRow.last_failure_at >= since,
+                )
+                .group_by(TestCommitRow.test_case_id)
+            )
+            for test_id, count in rows:
+                found[test_id] = int(count)
+        return found
+
+    def failure_counts(
+        self, ids: Collection[str], since: datetime
+    ) -> Mapping[str, list[FailureCount]]:
+        found: dict[str, list[FailureCount]] = defaultdict(list)
+        for chunk in chunks(ids):
+            rows = self._session.execute(
+                select(
+                    TestFailureRow.test_case_id,
+                    TestFailureRow.summary_key,
+                    func.max(TestFailureRow.summary),
+                    func.sum(TestFailureRow.occurrences),
+                    func.max(TestFailureRow.last_at),
+                )
+                .where(TestFailureRow.test_case_id.in_(chunk), TestFailureRow.day >= day_of(since))
+                .group_by(TestFailureRow.test_case_id, TestFailureRow.summary_key)
+            )
+            for test_id, _key, summary, occurrences, last_at in rows:
+                found[test_id].append(FailureCount(str(summary), int(occurrences), last_at))
+        return found

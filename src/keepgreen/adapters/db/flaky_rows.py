@@ -1,0 +1,123 @@
+"""Flaky-test rows and the core values they hold: conversions and shared query parts."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Mapping
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import ColumnElement, Table, and_, case, false, func, or_, select
+from sqlalchemy.orm import Session
+
+from keepgreen.adapters.db.tables import TestCaseRow
+from keepgreen.app.flaky.settings import FlakySettings
+from keepgreen.core.flaky.model import TestCase
+from keepgreen.core.flaky.monitors import ManualFlag, MonitorState, TestStatus
+from keepgreen.core.flaky.quarantine import QuarantineOverride
+from keepgreen.core.ids import RepositoryId
+
+CHUNK = 500  # ids per IN (...) list: well under SQLite's and PostgreSQL's parameter limits
+T = TypeVar("T")
+
+
+def chunks(items: Collection[T]) -> Iterator[list[T]]:
+    ordered = list(items)
+    for start in range(0, len(ordered), CHUNK):
+        yield ordered[start : start + CHUNK]
+
+
+def state_to_json(state: MonitorState) -> dict[str, Any]:
+    return {
+        "active": state.active,
+        "since": state.since.isoformat() if state.since else None,
+        "reason": state.reason,
+        "classification": state.classification.value,
+    }
+
+
+def state_from_json(data: dict[str, Any]) -> MonitorState:
+    since = data.get("since")
+    return MonitorState(
+        active=bool(data["active"]),
+        since=datetime.fromisoformat(since) if since else None,
+        reason=str(data["reason"]),
+        classification=TestStatus(data["classification"]),
+    )
+
+
+def test_case_of(row: TestCaseRow) -> TestCase:
+    flag = (
+        ManualFlag(row.manual_flag_reason or "", row.manual_flag_at)
+        if row.manual_flag_at is not None
+        else None
+    )
+    return TestCase(
+        id=row.id,
+        repository_id=RepositoryId(row.repository_id),
+        name=row.name,
+        classname=row.classname,
+        parent=row.parent,
+        file=row.file,
+        variant=row.variant,
+        status=TestStatus(row.status),
+        status_reason=row.status_reason,
+        status_at=row.status_at,
+        first_seen_at=row.first_seen_at,
+        last_seen_at=row.last_seen_at,
+        monitors={key: state_from_json(value) for key, value in (row.monitors or {}).items()},
+        manual_flag=flag,
+        quarantine_override=(
+            QuarantineOverride(row.quarantine_override) if row.quarantine_override else None
+        ),
+        quarantine_override_at=row.quarantine_override_at,
+        ticket=row.ticket,
+        codeowners=tuple(row.codeowners or ()),
+    )
+
+
+def quarantined(repository_id: RepositoryId, settings: FlakySettings) -> ColumnElement[bool]:
+    always = TestCaseRow.quarantine_override == QuarantineOverride.ALWAYS.value
+    if not settings.quarantine.enabled:
+        return false()
+    rule = always
+    if settings.quarantine.auto_quarantine_flaky:
+        automatic = and_(
+            TestCaseRow.status == TestStatus.FLAKY.value,
+            or_(
+                TestCaseRow.quarantine_override.is_(None),
+                TestCaseRow.quarantine_override != QuarantineOverride.NEVER.value,
+            ),
+        )
+        rule = or_(always, automatic)
+    return and_(TestCaseRow.repository_id == repository_id, rule)
+
+
+def load_tests(session: Session, ids: Collection[str]) -> Mapping[str, TestCase]:
+    found: dict[str, TestCase] = {}
+    for chunk in chunks(ids):
+        for row in session.scalars(select(TestCaseRow).where(TestCaseRow.id.in_(chunk))):
+            found[row.id] = test_case_of(row)
+    return found
+
+
+def table_of(row: type[Any]) -> Table:
+    table: Table = row.__table__
+    return table
+
+
+def hour_of(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+def day_of(moment: datetime) -> datetime:
+    return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def when(condition: ColumnElement[bool], value: Any) -> Any:
+    return case((condition, value), else_=0)
+
+
+def greatest(left: Any, right: Any, dialect: str) -> Any:
+    # PostgreSQL's greatest() and SQLite's two-argument max() both return NULL when an
+    # argument is NULL; the caller's coalesce falls back to whichever is set.
+    return func.greatest(left, right) if dialect == "postgresql" else func.max(left, right)
