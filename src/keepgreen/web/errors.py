@@ -53,7 +53,11 @@ def describe_validation_error(errors: list[Any]) -> tuple[str, str]:
         return "malformed_json", "the request body is not valid JSON"
     location = [str(part) for part in first.get("loc", ()) if part not in ("body",)]
     # pydantic names union members and validators in the path; clients want the field.
-    location = [part for part in location if not part.startswith(("function-", "union["))]
+    location = [
+        part
+        for part in location
+        if not part.startswith(("function-", "union[", "list[", "constrained-"))
+    ]
     field = ".".join(location)
     message = str(first.get("msg", "is not valid"))
     message = message.removeprefix("Value error, ")

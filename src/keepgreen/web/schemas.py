@@ -109,7 +109,13 @@ class SubmitRequest(PrRequest):
     )
 
 
-TargetName = Annotated[StrictStr, Field(max_length=MAX_TEXT_LENGTH), AfterValidator(_without_nul)]
+# The pattern states the NUL rule in the schema; the validator enforces it with a clear message.
+_NO_NUL = r"^[^\x00]*$"
+TargetName = Annotated[
+    StrictStr,
+    Field(max_length=MAX_TEXT_LENGTH, json_schema_extra={"pattern": _NO_NUL}),
+    AfterValidator(_without_nul),
+]
 
 
 class SetImpactedTargetsRequest(QueueRequest):

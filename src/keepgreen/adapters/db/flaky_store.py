@@ -31,6 +31,7 @@ from keepgreen.adapters.db.flaky_rows import (
 from keepgreen.adapters.db.tables import (
     FlakySettingsRow,
     InstanceSecretRow,
+    RepositoryRow,
     TestCaseRow,
     TestCommitRow,
     TestFailureRow,
@@ -90,8 +91,11 @@ class SqlFlakyStore:
             )
         for name in earliest:
             changes[name] = func.coalesce(table.c[name], new[name])
+        # Rows in key order: concurrent uploads then lock shared rows in the same order and
+        # cannot deadlock each other on PostgreSQL.
+        ordered = sorted(rows, key=lambda row: tuple(str(row[key]) for key in keys))
         self._session.execute(
-            statement.on_conflict_do_update(index_elements=keys, set_=changes), rows
+            statement.on_conflict_do_update(index_elements=keys, set_=changes), ordered
         )
 
     # --- settings -------------------------------------------------------------------------
@@ -121,6 +125,12 @@ class SqlFlakyStore:
         self._session.flush()
 
     # --- ingest ---------------------------------------------------------------------------
+
+    def lock_repository(self, repository_id: RepositoryId) -> None:
+        # FOR UPDATE on PostgreSQL; SQLite's BEGIN IMMEDIATE already serialises writers.
+        self._session.execute(
+            select(RepositoryRow.id).where(RepositoryRow.id == repository_id).with_for_update()
+        )
 
     def add_upload(self, upload: UploadRecord) -> None:
         self._session.add(
@@ -176,8 +186,9 @@ class SqlFlakyStore:
             dialect = self._session.get_bind().dialect.name
             insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
             # A concurrent upload may insert the same new test: its row is as good as ours.
+            rows.sort(key=lambda row: str(row["id"]))  # lock order, as in _upsert
             self._session.execute(insert(table_of(TestCaseRow)).on_conflict_do_nothing(), rows)
-        seen = [test_id for test_id in by_id if test_id in existing]
+        seen = sorted(test_id for test_id in by_id if test_id in existing)
         for chunk in chunks(seen):
             self._session.execute(
                 update(TestCaseRow).where(TestCaseRow.id.in_(chunk)).values(last_seen_at=seen_at)
@@ -371,7 +382,7 @@ class SqlFlakyStore:
                         key: state_to_json(state) for key, state in saved.monitors.items()
                     },
                 }
-                for saved in statuses
+                for saved in sorted(statuses, key=lambda saved: saved.test_id)
             ],
         )
 

@@ -235,8 +235,9 @@ class IngestService:
         parsed: Sequence[tuple[str, list[CaseResult]]],
         owners: Owners | None,
     ) -> UploadSummary:
-        now = self._clock()
         store = uow.flaky
+        store.lock_repository(repository.id)
+        now = self._clock()
         settings = store.settings(repository.id)
         identified, cases = _identify(repository, org_slug, metadata, parsed, owners, now=now)
         final = final_outcomes(identified)

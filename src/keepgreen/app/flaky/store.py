@@ -113,6 +113,12 @@ class FlakyStore(Protocol):
         self, repository_id: RepositoryId, settings: FlakySettings, *, at: datetime
     ) -> None: ...
 
+    def lock_repository(self, repository_id: RepositoryId) -> None:
+        """Hold the repository's row until commit: one upload of a repository is stored at a
+        time, so two never wait on each other's test rows (no deadlocks on PostgreSQL).
+        """
+        ...
+
     def add_upload(self, upload: UploadRecord) -> None: ...
 
     def ensure_tests(self, tests: Sequence[TestCase], *, seen_at: datetime) -> None:

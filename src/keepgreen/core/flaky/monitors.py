@@ -362,7 +362,12 @@ def _failing_streak(
             f"Failed on each of the last {monitor.commits} commits of {scope}",
             TestStatus.BROKEN,
         )
-    if before is not None and before.active and ran and ran[-1].passes == 0:
+    if (
+        before is not None
+        and before.active
+        and 0 < len(ran) < monitor.commits
+        and all(commit.passes == 0 for commit in ran)
+    ):
         # Active and still failing: fewer commits in the history window is no recovery.
         return _on(before.since, before.reason, TestStatus.BROKEN)
     reason = f"passed on {scope}" if ran and ran[-1].passes else f"no failing streak on {scope}"
@@ -411,7 +416,15 @@ def _failure_rate(
                 monitor.classification,
             )
         if runs == 0 or rate >= monitor.resolves_below:
-            reason = described if runs else before.reason
+            if runs == 0:
+                reason = before.reason
+            elif rate >= monitor.activation:
+                reason = described
+            else:  # held by hysteresis: say so rather than claim the activation threshold
+                reason = (
+                    f"Failure rate {rate:.0%} not yet below {monitor.resolves_below:.0%} over "
+                    f"{monitor.window_hours}h on {scope} ({failures} of {runs} runs)"
+                )
             return _on(before.since, reason, monitor.classification)
         return _off(
             f"failure rate {rate:.0%} < {monitor.resolves_below:.0%} over "
