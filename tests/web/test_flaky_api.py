@@ -236,7 +236,7 @@ def test_a_test_failing_on_main_every_run_is_broken_by_the_third(
         clock.advance(minutes=20)
     (test,) = flaky.unhealthy("BROKEN")
     assert test["name"] == "test_dead"
-    assert test["status"]["reason"] == "Failed on each of the last 3 commits of main, master"
+    assert test["status"]["reason"] == "Failed in each of its last 3 runs on main, master"
     # One passing commit (the fix) resolves it.
     flaky.ok_upload(report(case("test_dead"), case("test_ok")), sha="f" * 40)
     assert flaky.unhealthy("BROKEN") == []
@@ -679,3 +679,21 @@ def test_every_listing_pages_both_ways(flaky: Flaky) -> None:
         forward, back = walk(flaky, path, items, **fields)
         assert sorted(forward) == names, path
         assert back == forward, path
+
+
+def test_hostile_reports_are_refused_through_the_api(flaky: Flaky) -> None:
+    bomb = gzip.compress(b"<testsuite>" + b" " * (60 * 1024 * 1024) + b"</testsuite>")
+    laughs = (
+        b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+        b'<!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">]>'
+        b"<testsuite><testcase name='&lol2;'/></testsuite>"
+    )
+    for name, data in (("bomb.xml.gz", bomb), ("laughs.xml", laughs)):
+        message = assert_error(flaky.upload(data, names=[name]), 400, "invalid_report")
+        assert name in message
+    assert flaky.failing() == []
+
+
+def test_an_upload_over_20_mib_is_refused_before_it_is_read(flaky: Flaky) -> None:
+    response = flaky.upload(b"x" * (21 * 1024 * 1024))
+    assert_error(response, 413)

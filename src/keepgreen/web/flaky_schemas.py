@@ -110,7 +110,7 @@ class PassOnRetryIn(Request):
 
 class FailingStreakIn(Request):
     enabled: StrictBool = True
-    commits: Annotated[int, Field(ge=1, le=100), Integer] = 3
+    runs: Annotated[int, Field(ge=1, le=100), Integer] = 3
     branches: Globs = Field(default_factory=lambda: ["main", "master"])
 
 
@@ -138,7 +138,7 @@ class FailureCountIn(Request):
 
 class MonitorsIn(Request):
     pass_on_retry: PassOnRetryIn = Field(default_factory=PassOnRetryIn)
-    # Omitted, the default (3 commits on main/master); null turns it off.
+    # Omitted, the default (3 runs on main/master); null turns it off.
     failing_streak: FailingStreakIn | None = Field(default_factory=FailingStreakIn)
     failure_rate: Annotated[list[FailureRateIn], Field(max_length=10)] = Field(default_factory=list)
     failure_count: Annotated[list[FailureCountIn], Field(max_length=10)] = Field(

@@ -39,7 +39,7 @@ DAY = timedelta(days=1)
 
 FLAKY, BROKEN, HEALTHY = TestStatus.FLAKY, TestStatus.BROKEN, TestStatus.HEALTHY
 RETRY, STREAK = PassOnRetry.key, FailingStreak.key
-STREAK_REASON = "Failed on each of the last 3 commits of main, master"
+STREAK_REASON = "Failed in each of its last 3 runs on main, master"
 
 # --- Builders ---------------------------------------------------------------------------------
 
@@ -55,6 +55,7 @@ def commit(
     passed_at: datetime | None = None,
     failed_at: datetime | None = None,
     last_at: datetime | None = None,
+    runs: int = 1,
 ) -> CommitRuns:
     """One test's runs on one commit: all at `at`, unless the first pass or failure (or the
     last run) is given its own time.
@@ -62,7 +63,7 @@ def commit(
     first_pass = (passed_at or at) if passes else None
     first_failure = (failed_at or at) if failures else None
     last = last_at or max(t for t in (first_pass, first_failure) if t is not None)
-    return CommitRuns(sha, branch, pr, passes, failures, first_pass, first_failure, last)
+    return CommitRuns(sha, branch, pr, passes, failures, first_pass, first_failure, last, runs)
 
 
 def mixed(
@@ -299,6 +300,21 @@ def test_three_failing_commits_on_main_are_broken() -> None:
     result = verdict(commits=failing(3), monitors=STREAK_ONLY)
     assert (result.status, result.reason) == (BROKEN, STREAK_REASON)
     assert result.monitors[STREAK].since == NOW
+
+
+def test_re_runs_of_a_failing_commit_count_towards_the_streak() -> None:
+    # One commit failed in three runs (the job re-run twice): three failing runs.
+    result = verdict(commits=[commit("c1", failures=6, runs=3)], monitors=STREAK_ONLY)
+    assert (result.status, result.reason) == (BROKEN, STREAK_REASON)
+
+
+def test_failing_runs_are_counted_back_to_the_last_pass() -> None:
+    runs = [
+        commit("c1", failures=2, runs=2, at=NOW - 4 * HOUR),
+        commit("c2", passes=1, failures=0, at=NOW - 3 * HOUR),
+        commit("c3", failures=2, runs=2, at=NOW - HOUR),
+    ]
+    assert verdict(commits=runs, monitors=STREAK_ONLY).status is HEALTHY
 
 
 def test_two_failing_commits_are_not_a_streak() -> None:

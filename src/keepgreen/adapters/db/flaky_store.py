@@ -262,11 +262,12 @@ class SqlFlakyStore:
                     "first_failure_at": delta.at if delta.failures else None,
                     "last_failure_at": delta.at if delta.failures else None,
                     "last_run_at": delta.at,
+                    "runs": 1,  # one delta per test per upload
                 }
                 for delta in commits
             ],
             keys=["test_case_id", "commit_sha"],
-            add=["passes", "failures"],
+            add=["passes", "failures", "runs"],
             latest=["last_failure_at", "last_run_at"],
             earliest=["first_pass_at", "first_failure_at"],
         )
@@ -348,6 +349,7 @@ class SqlFlakyStore:
                     commits.first_pass_at,
                     commits.first_failure_at,
                     commits.last_run_at,
+                    commits.runs,
                 ).where(commits.test_case_id.in_(chunk), commits.last_run_at >= since)
             )
             for test_id, *values in rows:

@@ -402,6 +402,7 @@ class TestCommitRow(Base):
     first_failure_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     last_failure_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     last_run_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    runs: Mapped[int] = mapped_column(Integer)  # uploads that ran the test on this commit
 
 
 class TestFailureRow(Base):

@@ -34,7 +34,7 @@ def monitors_to_dict(settings: MonitorSettings) -> dict[str, Any]:
         if streak is None
         else {
             "enabled": streak.enabled,
-            "commits": streak.commits,
+            "runs": streak.runs,
             "branches": list(streak.branches),
         },
         "pass_on_retry": {
@@ -80,7 +80,7 @@ def monitors_from_dict(data: dict[str, Any]) -> MonitorSettings:
         failing_streak=None
         if streak is None
         else FailingStreak(
-            commits=streak["commits"], branches=tuple(streak["branches"]), enabled=streak["enabled"]
+            runs=streak["runs"], branches=tuple(streak["branches"]), enabled=streak["enabled"]
         ),
         pass_on_retry=PassOnRetry(
             enabled=retry["enabled"],

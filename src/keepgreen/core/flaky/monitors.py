@@ -104,11 +104,12 @@ class FailureCount:
 
 @dataclass(frozen=True, slots=True)
 class FailingStreak:
-    """Broken when the test failed (every attempt) on each of the last `commits` commits of
-    the matching branches that ran it; resolves as soon as one of them passes.
+    """Broken when the test failed (every attempt) in each of its last `runs` runs on the
+    matching branches (a re-run job on the same commit is a run too); resolves as soon as a
+    run passes it.
     """
 
-    commits: int = 3
+    runs: int = 3
     branches: tuple[str, ...] = ("main", "master")
     enabled: bool = True
 
@@ -182,6 +183,7 @@ class CommitRuns:
     first_pass_at: datetime | None
     first_failure_at: datetime | None
     last_run_at: datetime
+    runs: int = 1  # uploads that ran the test on this commit (attempts are passes + failures)
 
     @property
     def is_mixed(self) -> bool:
@@ -348,29 +350,28 @@ def _failing_streak(
     previous: Mapping[str, MonitorState],
     now: datetime,
 ) -> MonitorState:
-    ran = sorted(
+    newest_first = sorted(
         (commit for commit in commits if branch_matches(commit.branch, monitor.branches)),
         key=lambda commit: commit.last_run_at,
-    )[-monitor.commits :]
+        reverse=True,
+    )
+    # Runs since the last commit on which the test passed (every run there failed).
+    failing_runs = 0
+    passed = False
+    for commit in newest_first:
+        if commit.passes:
+            passed = True
+            break
+        failing_runs += commit.runs
     scope = _scope(monitor.branches)
     before = previous.get(FailingStreak.key)
-    failing = len(ran) == monitor.commits and all(commit.passes == 0 for commit in ran)
-    if failing:
-        since = before.since if before is not None and before.active else now
-        return _on(
-            since,
-            f"Failed on each of the last {monitor.commits} commits of {scope}",
-            TestStatus.BROKEN,
-        )
-    if (
-        before is not None
-        and before.active
-        and 0 < len(ran) < monitor.commits
-        and all(commit.passes == 0 for commit in ran)
-    ):
-        # Active and still failing: fewer commits in the history window is no recovery.
-        return _on(before.since, before.reason, TestStatus.BROKEN)
-    reason = f"passed on {scope}" if ran and ran[-1].passes else f"no failing streak on {scope}"
+    was_active = before is not None and before.active
+    if failing_runs >= monitor.runs or (was_active and failing_runs and not passed):
+        # (Still failing with fewer runs left in the history window is no recovery.)
+        since = before.since if before is not None and was_active else now
+        reason = f"Failed in each of its last {monitor.runs} runs on {scope}"
+        return _on(since, before.reason if was_active and before else reason, TestStatus.BROKEN)
+    reason = f"passed on {scope}" if passed else f"no failing streak on {scope}"
     return _off(reason, TestStatus.BROKEN)
 
 

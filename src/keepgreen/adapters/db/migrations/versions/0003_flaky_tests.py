@@ -144,6 +144,7 @@ def upgrade() -> None:
         sa.Column(
             "last_run_at", keepgreen.adapters.db.types.UtcDateTime(timezone=True), nullable=False
         ),
+        sa.Column("runs", sa.Integer(), nullable=False),
         sa.ForeignKeyConstraint(
             ["test_case_id"],
             ["test_cases.id"],
