@@ -191,6 +191,12 @@ class CommitRuns:
         return self.passes > 0 and self.failures > 0
 
     @property
+    def first_run_at(self) -> datetime:
+        """When the commit was first seen: on a branch, commits come in this order."""
+        seen = [at for at in (self.first_pass_at, self.first_failure_at) if at is not None]
+        return min(seen, default=self.last_run_at)
+
+    @property
     def mixed_at(self) -> datetime | None:
         """When the second of the two outcomes arrived (a late retry still counts)."""
         if self.first_pass_at is None or self.first_failure_at is None:
@@ -350,9 +356,11 @@ def _failing_streak(
     previous: Mapping[str, MonitorState],
     now: datetime,
 ) -> MonitorState:
+    # Newest commit first by when it was first run, so a late re-run of an old commit (which
+    # passes, being from before the break) does not hide the failures of the newer ones.
     newest_first = sorted(
         (commit for commit in commits if branch_matches(commit.branch, monitor.branches)),
-        key=lambda commit: commit.last_run_at,
+        key=lambda commit: commit.first_run_at,
         reverse=True,
     )
     # Runs since the last commit on which the test passed (every run there failed).
