@@ -8,9 +8,9 @@ problem (bad option, no token). Errors print `error: <message>` on stderr, never
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -67,13 +67,6 @@ def queue_body(repo: RepoRef, branch: str, **fields: object) -> dict[str, object
     return {"repo": repo_json, "targetBranch": branch, **fields}
 
 
-def _done(data: Mapping[str, Any], message: str, *, json_output: bool) -> None:
-    if json_output:
-        render.print_json(data)
-    else:
-        render.console().print(message, markup=False)
-
-
 # -- pull requests --------------------------------------------------------------------------------
 
 
@@ -116,7 +109,9 @@ def submit(
         fields["skipTheLine"] = True
     with reported():
         data = connect(url, token).post("submitPullRequest", queue_body(repo, branch, **fields))
-    _done(data, f"Submitted #{number} to the {branch} queue of {repo}.", json_output=json_output)
+    render.done(
+        data, f"Submitted #{number} to the {branch} queue of {repo}.", json_output=json_output
+    )
 
 
 def cancel(
@@ -131,7 +126,9 @@ def cancel(
     with reported():
         body = queue_body(repo, branch, pr={"number": number})
         data = connect(url, token).post("cancelPullRequest", body)
-    _done(data, f"Cancelled #{number} in the {branch} queue of {repo}.", json_output=json_output)
+    render.done(
+        data, f"Cancelled #{number} in the {branch} queue of {repo}.", json_output=json_output
+    )
 
 
 def restart(
@@ -147,7 +144,7 @@ def restart(
         body = queue_body(repo, branch, pr={"number": number})
         data = connect(url, token).post("restartTestsOnPullRequest", body)
     message = f"Restarted the tests of #{number} in the {branch} queue of {repo}."
-    _done(data, message, json_output=json_output)
+    render.done(data, message, json_output=json_output)
 
 
 def status(
@@ -223,7 +220,7 @@ def queue_create(
         fields["concurrency"] = concurrency
     with reported():
         data = connect(url, token).post("createQueue", queue_body(repo, branch, **fields))
-    _done(data, f"Created the {branch} queue of {repo}.", json_output=json_output)
+    render.done(data, f"Created the {branch} queue of {repo}.", json_output=json_output)
 
 
 @queue_app.command("delete")
@@ -237,7 +234,7 @@ def queue_delete(
     """Delete the merge queue of a branch; it must hold no submitted pull request."""
     with reported():
         data = connect(url, token).post("deleteQueue", queue_body(repo, branch))
-    _done(data, f"Deleted the {branch} queue of {repo}.", json_output=json_output)
+    render.done(data, f"Deleted the {branch} queue of {repo}.", json_output=json_output)
 
 
 @queue_app.command("update")
@@ -348,7 +345,7 @@ def _state_command(state: SettableState, doc: str) -> Callable[..., None]:
             body = queue_body(repo, branch, state=state.value)
             data = connect(url, token).post("updateQueue", body)
         message = f"The {branch} queue of {repo} is now {data.get('state', state.value)}."
-        _done(data, message, json_output=json_output)
+        render.done(data, message, json_output=json_output)
 
     command.__doc__ = doc
     return command

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from keepgreen.cli import client, upload
+from keepgreen.cli import client, flaky, upload
 
 if TYPE_CHECKING:
     from keepgreen.bootstrap import Container
@@ -25,6 +25,7 @@ app.add_typer(token_app, name="token")
 app.add_typer(repo_app, name="repo")
 client.register(app)
 upload.register(app)
+flaky.register(app)
 
 
 @app.command()

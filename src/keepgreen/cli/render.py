@@ -16,7 +16,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-_MISSING = "-"
+MISSING = "-"
 _SHORT_SHA = 12
 
 # How each PR state is coloured: waiting is yellow, testing blue, good news green, bad news red.
@@ -42,6 +42,14 @@ def console() -> Console:
     return Console(highlight=False)
 
 
+def done(data: Mapping[str, Any], message: str, *, json_output: bool) -> None:
+    """A write verb's answer: the raw JSON with --json, else one line saying what happened."""
+    if json_output:
+        print_json(data)
+    else:
+        console().print(message, markup=False)
+
+
 def print_json(data: Mapping[str, Any]) -> None:
     """Print an API answer as indented JSON, plain text whatever the terminal."""
     typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
@@ -63,12 +71,12 @@ def queue_view(queue: Mapping[str, Any], *, title: str) -> RenderableType:
     for position, entry in enumerate(entries, start=1):
         table.add_row(
             str(position),
-            Text(f"#{entry.get('prNumber', _MISSING)}"),
+            Text(f"#{entry.get('prNumber', MISSING)}"),
             state_text(entry.get("state")),
             Text(priority_text(entry)),
-            Text(str(entry.get("prTitle", _MISSING))),
-            Text(str(entry.get("prAuthor", _MISSING))),
-            Text(str(entry.get("prSha", _MISSING))[:_SHORT_SHA]),
+            Text(str(entry.get("prTitle", MISSING))),
+            Text(str(entry.get("prAuthor", MISSING))),
+            Text(str(entry.get("prSha", MISSING))[:_SHORT_SHA]),
         )
     return Group(config_view(queue, title=title), table)
 
@@ -81,22 +89,22 @@ def config_view(config: Mapping[str, Any], *, title: str) -> RenderableType:
     batching = "off"
     if config.get("batch"):
         batching = (
-            f"on (min size {_value(config, 'batchingMinSize')}, "
-            f"max wait {_value(config, 'batchingMaxWaitTimeMinutes')} min)"
+            f"on (min size {value_of(config, 'batchingMinSize')}, "
+            f"max wait {value_of(config, 'batchingMaxWaitTimeMinutes')} min)"
         )
     statuses = config.get("requiredStatuses") or []
     rows: list[tuple[str, str | Text]] = [
         ("state", state_text(config.get("state"))),
-        ("mode", _value(config, "mode")),
-        ("concurrency", _value(config, "concurrency")),
-        ("bisection concurrency", _value(config, "bisectionConcurrency")),
-        ("testing timeout", f"{_value(config, 'testingTimeoutMinutes')} min"),
-        ("pending failure depth", _value(config, "pendingFailureDepth")),
-        ("optimistic merge", _switch(config.get("canOptimisticallyMerge"))),
+        ("mode", value_of(config, "mode")),
+        ("concurrency", value_of(config, "concurrency")),
+        ("bisection concurrency", value_of(config, "bisectionConcurrency")),
+        ("testing timeout", f"{value_of(config, 'testingTimeoutMinutes')} min"),
+        ("pending failure depth", value_of(config, "pendingFailureDepth")),
+        ("optimistic merge", switch(config.get("canOptimisticallyMerge"))),
         ("batching", batching),
-        ("direct merge", _value(config, "directMergeMode")),
-        ("merge method", _value(config, "mergeMethod")),
-        ("optimization", _value(config, "optimizationMode")),
+        ("direct merge", value_of(config, "directMergeMode")),
+        ("merge method", value_of(config, "mergeMethod")),
+        ("optimization", value_of(config, "optimizationMode")),
         ("required statuses", Text(", ".join(map(str, statuses)) if statuses else "(none)")),
     ]
     _add_rows(table, rows)
@@ -113,20 +121,20 @@ def pull_request_view(pr: Mapping[str, Any], *, title: str) -> RenderableType:
     if pr.get("isCurrentlySubmittedToQueue") is False and pr.get("state") not in _TERMINAL:
         state.append(" (removed from the queue)", style="dim")
     rows: list[tuple[str, str | Text]] = [
-        ("title", Text(str(pr.get("prTitle", _MISSING)))),
-        ("author", Text(str(pr.get("prAuthor", _MISSING)))),
+        ("title", Text(str(pr.get("prTitle", MISSING)))),
+        ("author", Text(str(pr.get("prAuthor", MISSING)))),
         ("state", state),
-        ("since", _value(pr, "stateChangedAt")),
+        ("since", value_of(pr, "stateChangedAt")),
         ("priority", priority_text(pr)),
         ("batching", "tested alone (no batch)" if pr.get("noBatch") else "may be batched"),
-        ("sha", _value(pr, "prSha")),
-        ("base branch", Text(str(pr.get("prBaseBranch", _MISSING)))),
-        ("mergeability", _value(readiness, "gitHubMergeability")),
-        ("base branch matches", _switch(readiness.get("doesBaseBranchMatch"), "yes", "no")),
+        ("sha", value_of(pr, "prSha")),
+        ("base branch", Text(str(pr.get("prBaseBranch", MISSING)))),
+        ("mergeability", value_of(readiness, "gitHubMergeability")),
+        ("base branch matches", switch(readiness.get("doesBaseBranchMatch"), "yes", "no")),
         ("impacted targets", _targets(readiness)),
     ]
     if pr.get("verifiedByTestRun"):
-        rows.append(("verified by test run", _value(pr, "verifiedByTestRun")))
+        rows.append(("verified by test run", value_of(pr, "verifiedByTestRun")))
     _add_rows(table, rows)
     return _titled(title, table)
 
@@ -144,13 +152,13 @@ def _add_rows(table: Table, rows: list[tuple[str, str | Text]]) -> None:
 
 def state_text(state: object) -> Text:
     """A PR or queue state, coloured by what it means."""
-    value = _MISSING if state is None else str(state)
+    value = MISSING if state is None else str(state)
     return Text(value, style=_STATE_STYLES.get(value, ""))
 
 
 def priority_text(entry: Mapping[str, Any]) -> str:
     """`high (10)`; skip-the-line PRs say so."""
-    text = f"{_value(entry, 'priorityName')} ({_value(entry, 'priorityValue')})"
+    text = f"{value_of(entry, 'priorityName')} ({value_of(entry, 'priorityValue')})"
     return f"{text}, skips the line" if entry.get("skipTheLine") else text
 
 
@@ -160,12 +168,12 @@ def _targets(readiness: Mapping[str, Any]) -> str:
     return "uploaded" if readiness.get("hasImpactedTargets") else "required, not uploaded yet"
 
 
-def _switch(value: object, on: str = "on", off: str = "off") -> str:
+def switch(value: object, on: str = "on", off: str = "off") -> str:
     if value is None:
-        return _MISSING
+        return MISSING
     return on if value else off
 
 
-def _value(data: Mapping[str, Any], key: str) -> str:
+def value_of(data: Mapping[str, Any], key: str) -> str:
     value = data.get(key)
-    return _MISSING if value is None else str(value)
+    return MISSING if value is None or value == "" else str(value)
