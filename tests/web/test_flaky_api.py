@@ -697,3 +697,13 @@ def test_hostile_reports_are_refused_through_the_api(flaky: Flaky) -> None:
 def test_an_upload_over_20_mib_is_refused_before_it_is_read(flaky: Flaky) -> None:
     response = flaky.upload(b"x" * (21 * 1024 * 1024))
     assert_error(response, 413)
+
+
+def test_times_beyond_what_utc_can_hold_are_a_400_not_a_crash(flaky: Flaky) -> None:
+    response = flaky.post(
+        "list-failing-tests",
+        start_time="9999-12-31T23:59:59-23:59",
+        end_time="9999-12-31T23:59:59-23:59",
+        page_query={"page_size": 10},
+    )
+    assert "end_time" in assert_error(response, 400)

@@ -189,33 +189,32 @@ def _details_view(data: Mapping[str, Any]) -> RenderableType:
         Text(f"Test {render.value_of(test, 'name')}", style="bold"),
         fields,
     ]
-    failures: list[Mapping[str, Any]] = list(test.get("most_common_failures") or [])
-    if failures:
-        table = Table(title="Most common failures", title_justify="left", title_style="bold")
-        table.add_column("count", justify="right")
-        table.add_column("last seen")
-        table.add_column("summary", overflow="fold")
-        for failure in failures:
-            table.add_row(
-                Text(render.value_of(failure, "occurrence_count")),
-                Text(render.value_of(failure, "last_occurrence")),
-                Text(render.value_of(failure, "summary")),
-            )
-        parts.append(table)
-    history: list[Mapping[str, Any]] = list(data.get("status_history") or [])
-    if history:
-        table = Table(title="Status history", title_justify="left", title_style="bold")
-        table.add_column("since")
-        table.add_column("status")
-        table.add_column("reason", overflow="fold")
-        for change in history:
-            table.add_row(
-                Text(render.value_of(change, "timestamp")),
-                Text(render.value_of(change, "value")),
-                Text(render.value_of(change, "reason")),
-            )
-        parts.append(table)
+    parts += _listing(
+        "Most common failures",
+        test.get("most_common_failures"),
+        [("count", "occurrence_count"), ("last seen", "last_occurrence"), ("summary", "summary")],
+    )
+    parts += _listing(
+        "Status history",
+        data.get("status_history"),
+        [("since", "timestamp"), ("status", "value"), ("reason", "reason")],
+    )
     return Group(*parts)
+
+
+def _listing(title: str, items: object, columns: list[tuple[str, str]]) -> list[RenderableType]:
+    """A titled table of `items` (a list of objects), one column per (heading, key); none when
+    there are no items. The last column folds long text.
+    """
+    rows: list[Mapping[str, Any]] = list(items) if isinstance(items, list) else []
+    if not rows:
+        return []
+    table = Table(title=title, title_justify="left", title_style="bold")
+    for index, (heading, _key) in enumerate(columns):
+        table.add_column(heading, overflow="fold" if index == len(columns) - 1 else "ellipsis")
+    for row in rows:
+        table.add_row(*(Text(render.value_of(row, key)) for _heading, key in columns))
+    return [table]
 
 
 # -- tests quarantine, tests flag -----------------------------------------------------------------

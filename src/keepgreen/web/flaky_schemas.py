@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, PlainSerializer, StrictBool, StrictStr
 
 from keepgreen.web.schemas import RepoIn, Request, Response
-from keepgreen.web.wire import AnyCase, Branch, Integer, PositivePrNumber, iso
+from keepgreen.web.wire import AnyCase, Branch, Integer, Name, PositivePrNumber, iso
 
 # Times leave as the merge-queue API writes them: UTC, milliseconds, a Z.
 Timestamp = Annotated[datetime, PlainSerializer(iso, return_type=str, when_used="json")]
@@ -28,7 +28,7 @@ TestId = Annotated[
     Field(min_length=32, max_length=45, json_schema_extra={"format": "uuid"}),
     AfterValidator(_uuid),
 ]
-Slug = Annotated[StrictStr, Field(min_length=1, max_length=255, pattern=_NO_CONTROL)]
+Slug = Name  # an org slug is a name like any other
 Text = Annotated[StrictStr, Field(max_length=2000, pattern=_NO_CONTROL)]
 PageSize = Annotated[int, Field(ge=1, le=100), Integer]
 CommitSha = Annotated[StrictStr, Field(min_length=7, max_length=64, pattern=r"^[0-9a-fA-F]+$")]

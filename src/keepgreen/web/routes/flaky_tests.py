@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -14,6 +14,7 @@ from starlette.datastructures import UploadFile
 
 from keepgreen.app.errors import InvalidInput
 from keepgreen.app.flaky.ingest import ReportFile, UploadMetadata, UploadSummary
+from keepgreen.app.flaky.pages import Page
 from keepgreen.app.flaky.reads import TestPage, TestView
 from keepgreen.app.flaky.settings import FlakySettings, monitors_from_dict, monitors_to_dict
 from keepgreen.core.flaky.monitors import TestStatus
@@ -41,7 +42,7 @@ from keepgreen.web.flaky_schemas import (
     UploadMetadataIn,
     UploadSummaryOut,
 )
-from keepgreen.web.routes.merge_queue import repo_ref
+from keepgreen.web.routes.merge_queue import repo_ref, utc_since
 from keepgreen.web.schemas import Empty, error_responses
 
 router = APIRouter(tags=["flaky tests"])
@@ -51,7 +52,9 @@ MAX_REPORT_FILES = 1000
 
 
 def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    # The merge-queue routes' conversion, which clamps moments beyond what UTC can hold
+    # (it answers None only for None).
+    return utc_since(moment) or moment
 
 
 def _test_out(view: TestView, *, org_slug: str, public_url: str) -> dict[str, Any]:
@@ -92,20 +95,23 @@ def _test_out(view: TestView, *, org_slug: str, public_url: str) -> dict[str, An
     return out
 
 
+def _page_fields(page: Page) -> dict[str, Any]:
+    return {
+        "total_rows": page.total_rows,
+        "total_pages": page.total_pages,
+        "next_page_token": page.next_page_token,
+        "prev_page_token": page.prev_page_token,
+        "last_page_token": page.last_page_token,
+        "page_index": page.page_index,
+    }
+
+
 def _page_out(result: TestPage, *, org_slug: str, public_url: str) -> dict[str, Any]:
-    page = result.page
     return {
         "tests": [
             _test_out(view, org_slug=org_slug, public_url=public_url) for view in result.tests
         ],
-        "page": {
-            "total_rows": page.total_rows,
-            "total_pages": page.total_pages,
-            "next_page_token": page.next_page_token,
-            "prev_page_token": page.prev_page_token,
-            "last_page_token": page.last_page_token,
-            "page_index": page.page_index,
-        },
+        "page": _page_fields(result.page),
     }
 
 
@@ -182,7 +188,6 @@ def list_quarantined_tests(
     result = services.flaky.list_quarantined(
         org, repo_ref(body.repo), size=body.page_query.page_size, token=body.page_query.page_token
     )
-    page = _page_out(result, org_slug="", public_url="")["page"]
     tests = []
     for view in result.tests:
         test = view.test
@@ -206,7 +211,7 @@ def list_quarantined_tests(
                 "variant": test.variant,
             }
         )
-    return {"quarantined_tests": tests, "page": page}
+    return {"quarantined_tests": tests, "page": _page_fields(result.page)}
 
 
 @router.post("/flaky-tests/link-ticket-to-test-case", response_model=Empty, responses=READ)
