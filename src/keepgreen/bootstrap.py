@@ -12,9 +12,10 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import sessionmaker
 
 from keepgreen.adapters.ci.runner import BuiltInRunner
+from keepgreen.adapters.ci.sandbox import make_sandbox
 from keepgreen.adapters.db.engine import make_engine, migrate
 from keepgreen.adapters.db.uow import SqlUnitOfWork
-from keepgreen.adapters.git.local_host import LocalGitHost, local_path
+from keepgreen.adapters.git.local_host import LocalGitHost, local_path, locate_repository
 from keepgreen.adapters.junit import ReportError, parse_report
 from keepgreen.adapters.owners import OwnersFile, read_codeowners
 from keepgreen.app.admin import AdminService
@@ -129,7 +130,10 @@ def bootstrap(
         rollup_retention_days=settings.rollup_retention_days,
     )
     runner = BuiltInRunner(
-        data_dir=settings.data_dir, report=statuses.record, max_parallel=settings.ci_parallel
+        data_dir=settings.data_dir,
+        report=statuses.record,
+        sandbox=make_sandbox(settings.ci_sandbox, readonly_paths=settings.readonly_paths()),
+        max_parallel=settings.ci_parallel,
     )
     worker = Worker(
         unit_of_work,
@@ -148,7 +152,7 @@ def bootstrap(
     return Container(
         settings=settings,
         engine=engine,
-        admin=AdminService(unit_of_work, clock=clock, new_id=new_id),
+        admin=AdminService(unit_of_work, clock=clock, new_id=new_id, locate=locate_repository),
         queues=QueueService(
             unit_of_work, engine=queue_engine, wake=wake, clock=clock, new_id=new_id
         ),

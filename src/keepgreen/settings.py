@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -23,6 +25,12 @@ class Settings(BaseSettings):
     # How many built-in CI commands run at once on this machine (each queue's concurrency
     # bounds its own runs; this bounds them all).
     ci_parallel: int = 4
+    # How PR code run by the built-in CI is boxed: `bwrap` (bubblewrap: no network, no
+    # keepgreen environment, files of its own run only), or `none` for a machine isolated by
+    # other means (a throwaway VM or container per worker).
+    ci_sandbox: Literal["bwrap", "none"] = "bwrap"
+    # Extra host paths the box shows read-only (toolchains outside /usr), separated by ':'.
+    ci_readonly_paths: str = ""
     # Seconds between worker passes when nothing wakes it.
     worker_poll_seconds: float = 1.0
     # Where people reach this keepgreen: the base of the `html_url`s the flaky-test API gives.
@@ -32,6 +40,24 @@ class Settings(BaseSettings):
     rollup_retention_days: int = 90
     # Seconds between the worker's flaky-test sweeps (monitors recovering, retention).
     flaky_sweep_seconds: float = 60.0
+
+    def readonly_paths(self) -> list[Path]:
+        """KEEPGREEN_CI_READONLY_PATHS as absolute paths; one that would show the data dir
+        (it, a folder inside it, or a folder holding it) is refused.
+        """
+        data_dir = self.data_dir.resolve()
+        paths = []
+        for part in self.ci_readonly_paths.split(os.pathsep):
+            if not part.strip():
+                continue
+            path = Path(part).resolve()
+            if path == data_dir or path in data_dir.parents or data_dir in path.parents:
+                raise ValueError(
+                    f"KEEPGREEN_CI_READONLY_PATHS names {part}, which would show keepgreen's "
+                    "data dir to PR code"
+                )
+            paths.append(path)
+        return paths
 
     def resolved_database_url(self) -> str:
         """The database URL; by default SQLite inside the data dir."""

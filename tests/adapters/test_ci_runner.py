@@ -15,6 +15,7 @@ from urllib.request import url2pathname
 import pytest
 
 from keepgreen.adapters.ci.runner import BuiltInRunner
+from keepgreen.adapters.ci.sandbox import Unboxed
 from keepgreen.app.ports import StatusReporter
 from keepgreen.core.enums import CommitState
 from keepgreen.core.ids import OrgId, RepositoryId
@@ -138,8 +139,13 @@ def make_runner(
     made: list[BuiltInRunner] = []
 
     def make(*, max_parallel: int = 4, report: StatusReporter | None = None) -> BuiltInRunner:
+        # Unboxed: these tests watch the runner's own mechanics (its pid files and markers
+        # live outside any box); tests/adapters/test_ci_sandbox.py covers the box.
         runner = BuiltInRunner(
-            data_dir=data_dir, report=report or reporter, max_parallel=max_parallel
+            data_dir=data_dir,
+            report=report or reporter,
+            sandbox=Unboxed(),
+            max_parallel=max_parallel,
         )
         made.append(runner)
         return runner

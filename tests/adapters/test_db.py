@@ -18,6 +18,7 @@ from keepgreen.core.ids import OrgId, PullRequestId, TestRunId
 from keepgreen.core.model import CommitStatus, ImpactedTargets, Queue, QueueConfig, Repository
 from tests.conftest import FakeClock
 from tests.support.builders import T0, make_change, make_entry, make_queue, make_run
+from tests.support.gitrepo import GitRepo
 from tests.support.wire import REPO
 
 
@@ -30,9 +31,9 @@ def test_migrations_produce_exactly_the_models(database_url: str) -> None:
 
 
 @pytest.fixture
-def repository(container: Container) -> Repository:
+def repository(container: Container, git_repo: GitRepo) -> Repository:
     return container.admin.add_repository(
-        org_slug="acme", ref=REPO, git_url="/nonexistent", ci_command="make test"
+        org_slug="acme", ref=REPO, git_url=str(git_repo.path), ci_command="make test"
     )
 
 

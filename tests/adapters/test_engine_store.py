@@ -21,6 +21,7 @@ from keepgreen.core.scheduler import (
     StartCi,
 )
 from tests.support.builders import T0, make_entry, make_queue, make_run
+from tests.support.gitrepo import GitRepo
 from tests.support.wire import REPO
 
 RUN = TestRunId("11111111-2222-3333-4444-555555555555")
@@ -49,9 +50,9 @@ EFFECTS: list[Effect] = [
 
 
 @pytest.fixture
-def repository(container: Container) -> Repository:
+def repository(container: Container, git_repo: GitRepo) -> Repository:
     return container.admin.add_repository(
-        org_slug="acme", ref=REPO, git_url="/nonexistent", ci_command=None
+        org_slug="acme", ref=REPO, git_url=str(git_repo.path), ci_command=None
     )
 
 

@@ -147,6 +147,17 @@ class MergeHost(CodeHost, Protocol):
         ...
 
 
+class RepositoryLocator(Protocol):
+    """Checks where a repository's git data lives, before it is registered."""
+
+    def __call__(self, git_url: str, /) -> str:
+        """The canonical form of `git_url` (a local path made absolute, links resolved).
+
+        Raises CodeHostError, with a sentence, when no git repository is there.
+        """
+        ...
+
+
 class StatusReporter(Protocol):
     """Where the built-in runner reports a commit status (the same path as setCommitStatus)."""
 
@@ -209,6 +220,9 @@ class RepositoryRepository(Protocol):
     def find(self, org_id: OrgId, ref: RepoRef) -> Repository | None: ...
     def get(self, repository_id: RepositoryId) -> Repository: ...
     def list_for_org(self, org_id: OrgId) -> Sequence[Repository]: ...
+    def using_git_url(self, git_url: str) -> Sequence[Repository]:
+        """Every repository, of any org, registered with this git URL."""
+        ...
 
 
 class QueueRepository(Protocol):

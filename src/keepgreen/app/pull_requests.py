@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -38,6 +39,8 @@ from keepgreen.core.scheduler import (
     RestartRequested,
     UserCancelled,
 )
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +206,7 @@ class PullRequestService:
         try:
             info = self._code_host.pull_request(repository, number)
         except CodeHostError as error:
-            raise Unavailable("code_host_unavailable", str(error)) from error
+            raise _unavailable(repository, error) from error
         if info is None:
             raise NotFound(
                 "pull_request_not_found",
@@ -220,7 +223,7 @@ class PullRequestService:
                 repository, head_sha=info.head_sha, target_branch=branch
             )
         except CodeHostError as error:
-            raise Unavailable("code_host_unavailable", str(error)) from error
+            raise _unavailable(repository, error) from error
 
     def _new_episode(
         self,
@@ -275,4 +278,16 @@ class PullRequestService:
                 repository, head_sha=info.head_sha, target_branch=branch
             )
         except CodeHostError as error:
-            raise Unavailable("code_host_unavailable", str(error)) from error
+            raise _unavailable(repository, error) from error
+
+
+def _unavailable(repository: Repository, error: CodeHostError) -> Unavailable:
+    """The 503 for a code host that cannot be read. Its words (paths on the server, git's
+    messages) go to the server's log, not to the API client.
+    """
+    logger.warning("cannot read %s: %s", repository.ref, error)
+    return Unavailable(
+        "code_host_unavailable",
+        f"the git data of {repository.ref} cannot be read right now; "
+        "the server's log says why, and the request can be retried",
+    )

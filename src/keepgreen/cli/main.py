@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -110,6 +109,14 @@ def repo_add(
     ci_command: Annotated[
         str | None, typer.Option("--ci-command", help="Shell command the built-in CI runs.")
     ] = None,
+    ci_env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--ci-env",
+            help="A variable of keepgreen's environment the CI command gets (repeatable; "
+            "never KEEPGREEN_*).",
+        ),
+    ] = None,
 ) -> None:
     """Register a repository with an org."""
     from keepgreen.app.errors import KeepgreenError
@@ -117,10 +124,12 @@ def repo_add(
 
     container = _container()
     try:
-        path = Path(git_url)
-        url = str(path.resolve()) if path.exists() else git_url
         repository = container.admin.add_repository(
-            org_slug=org, ref=RepoRef(host, owner, name), git_url=url, ci_command=ci_command
+            org_slug=org,
+            ref=RepoRef(host, owner, name),
+            git_url=git_url,
+            ci_command=ci_command,
+            ci_env=ci_env or (),
         )
     except KeepgreenError as error:
         typer.echo(f"error: {error.message}", err=True)
@@ -131,10 +140,17 @@ def repo_add(
 
 
 def _container() -> Container:
+    from pydantic import ValidationError
+
     from keepgreen.bootstrap import bootstrap
     from keepgreen.settings import Settings
 
-    return bootstrap(Settings())
+    try:
+        return bootstrap(Settings())
+    except (ValidationError, ValueError) as error:
+        # A setting keepgreen cannot work with: one sentence, not a traceback.
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from error
 
 
 def _redact(url: str) -> str:

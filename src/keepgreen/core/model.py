@@ -52,6 +52,8 @@ class Repository:
     git_url: str
     ci_command: str | None
     created_at: datetime
+    # Variables of keepgreen's environment the built-in CI command gets (never KEEPGREEN_*).
+    ci_env: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

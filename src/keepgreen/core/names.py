@@ -52,3 +52,23 @@ def normalize_sha(sha: str) -> str | None:
     """The lowercase hex form of a commit sha, or None when `sha` is not one."""
     lowered = sha.strip().lower()
     return lowered if _SHA.match(lowered) else None
+
+
+# Variables a repository may pass to its built-in CI command: a plain name, and none of
+# keepgreen's own settings (KEEPGREEN_*), which PR code never gets.
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+RESERVED_VARIABLE_PREFIX = "KEEPGREEN_"
+
+
+def is_reserved_variable(name: str) -> bool:
+    """Whether `name` is one of keepgreen's own settings (any case)."""
+    return name.upper().startswith(RESERVED_VARIABLE_PREFIX)
+
+
+def variable_name_problem(name: str) -> str | None:
+    """Why a repository may not pass `name` to its CI command, or None."""
+    if not _VARIABLE_NAME.fullmatch(name):
+        return "is not a variable name (letters, digits and _, not starting with a digit)"
+    if is_reserved_variable(name):
+        return "is one of keepgreen's own settings, which PR code never gets"
+    return None

@@ -14,6 +14,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 
+from keepgreen.adapters.ci.sandbox import (
+    RunDirectory,
+    Sandbox,
+    SandboxUnavailable,
+    command_environment,
+)
 from keepgreen.adapters.git.local_host import local_path
 from keepgreen.app.ports import StatusReporter
 from keepgreen.core.enums import CommitState
@@ -50,14 +56,23 @@ class BuiltInRunner:
     """The CiRunner port: runs `repo.ci_command` on background threads and reports
     `keepgreen/ci` through `report`, with the run's log file as the status's target URL.
 
-    Each run clones the repository with `--shared` into a fresh directory under
+    Each run clones the repository with `--shared` into a fresh run directory under
     `<data_dir>/ci/work/`: the clone borrows the repository's object store instead of copying it,
     so any commit it holds (one reachable only from a merge-queue branch or a PR ref too) checks
-    out cheaply, and the source repository's work tree is left alone. The log of run R is
-    `<data_dir>/ci/logs/R.log` and outlives the checkout.
+    out cheaply, and the source repository's work tree is left alone. The command runs in
+    `sandbox` (see `keepgreen.adapters.ci.sandbox`) with an environment built from nothing:
+    never keepgreen's own. The log of run R is `<data_dir>/ci/logs/R.log` and outlives the
+    checkout.
     """
 
-    def __init__(self, *, data_dir: Path, report: StatusReporter, max_parallel: int = 4) -> None:
+    def __init__(
+        self,
+        *,
+        data_dir: Path,
+        report: StatusReporter,
+        sandbox: Sandbox,
+        max_parallel: int = 4,
+    ) -> None:
         if max_parallel < 1:
             raise ValueError("max_parallel must be at least 1")
         # Absolute, because target URLs are file:// URIs and commands run in another cwd.
@@ -65,6 +80,7 @@ class BuiltInRunner:
         self._work_root = root / "work"
         self._log_root = root / "logs"
         self._report = report
+        self._sandbox = sandbox
         self._executor = ThreadPoolExecutor(
             max_workers=max_parallel, thread_name_prefix="keepgreen-ci"
         )
@@ -133,16 +149,16 @@ class BuiltInRunner:
         timeout_seconds: float,
         log_path: Path,
     ) -> None:
-        checkout: Path | None = None
+        run: RunDirectory | None = None
         try:
             if self._is_cancelled(run_id):
                 return
             self._log_root.mkdir(parents=True, exist_ok=True)
             self._work_root.mkdir(parents=True, exist_ok=True)
-            checkout = Path(tempfile.mkdtemp(prefix=f"{run_id}-", dir=self._work_root))
+            run = RunDirectory(Path(tempfile.mkdtemp(prefix=f"{run_id}-", dir=self._work_root)))
             with log_path.open("ab") as log_file:
                 outcome = self._checkout_and_run(
-                    repo, command, run_id, sha, timeout_seconds, checkout, log_file
+                    repo, command, run_id, sha, timeout_seconds, run, log_file
                 )
             if outcome is not None:
                 self._send(repo, sha, *outcome, log_path)
@@ -156,8 +172,8 @@ class BuiltInRunner:
                 self._live.discard(run_id)
                 self._cancelled.discard(run_id)
                 self._processes.pop(run_id, None)
-            if checkout is not None:
-                shutil.rmtree(checkout, ignore_errors=True)
+            if run is not None:
+                shutil.rmtree(run.root, ignore_errors=True)
 
     def _checkout_and_run(
         self,
@@ -166,33 +182,43 @@ class BuiltInRunner:
         run_id: str,
         sha: str,
         timeout_seconds: float,
-        checkout: Path,
+        run: RunDirectory,
         log_file: BinaryIO,
     ) -> _Outcome:
-        problem = self._checkout(repo, sha, checkout, log_file)
+        try:
+            self._sandbox.check(self._work_root)
+        except SandboxUnavailable as error:
+            _note(log_file, str(error))
+            return CommitState.ERROR, str(error)
+        problem = self._checkout(repo, sha, run.checkout, log_file)
         if problem is not None:
             _note(log_file, problem)
             return CommitState.ERROR, problem
-        env = {
-            **_clean_environment(),
-            "KEEPGREEN_SHA": sha,
-            "KEEPGREEN_RUN_ID": run_id,
-        }
-        _note(log_file, f"running {command}")
+        self._sandbox.prepare(run)
+        launch = self._sandbox.launch(
+            command,
+            run=run,
+            env=command_environment(
+                extra={"KEEPGREEN_SHA": sha, "KEEPGREEN_RUN_ID": run_id},
+                passed=repo.ci_env,
+                source=os.environ,
+            ),
+            git_objects=_borrowed_object_stores(run.checkout),
+        )
+        _note(log_file, f"running {command} ({_box_words(self._sandbox)})")
         with self._lock:
             # Checked under the lock that cancel() takes, so a cancel either stops the start
             # here or finds the process registered and kills it.
             if run_id in self._cancelled:
                 _note(log_file, "cancelled")
                 return None
-            process = subprocess.Popen(  # noqa: S602 - the repository's configured shell command
-                command,
-                shell=True,
-                cwd=checkout,
+            process = subprocess.Popen(
+                launch.argv,
+                cwd=launch.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
-                env=env,
+                env=launch.env,
                 # Its own process group, so that killing it also kills what it started.
                 start_new_session=True,
             )
@@ -282,6 +308,21 @@ def _note(log_file: BinaryIO, text: str) -> None:
     log_file.write(f"keepgreen: {text}\n".encode())
     # Flushed now: the children write to the same file through their own descriptors.
     log_file.flush()
+
+
+def _borrowed_object_stores(checkout: Path) -> list[Path]:
+    """The object stores a `--shared` clone reads through its alternates file."""
+    alternates = checkout / ".git" / "objects" / "info" / "alternates"
+    if not alternates.is_file():
+        return []
+    lines = alternates.read_text().splitlines()
+    return [Path(line) for line in lines if line.strip() and not line.startswith("#")]
+
+
+def _box_words(sandbox: Sandbox) -> str:
+    if sandbox.kind == "none":
+        return "unboxed: KEEPGREEN_CI_SANDBOX=none"
+    return "in a bubblewrap box: no network, no keepgreen environment, /workspace and /tmp only"
 
 
 def _clean_environment() -> dict[str, str]:

@@ -43,6 +43,7 @@ def repository_from_row(row: RepositoryRow) -> Repository:
         ref=RepoRef(row.host, row.owner, row.name),
         git_url=row.git_url,
         ci_command=row.ci_command,
+        ci_env=tuple(row.ci_env or ()),
         created_at=row.created_at,
     )
 

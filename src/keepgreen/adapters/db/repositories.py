@@ -142,6 +142,7 @@ class SqlRepositories:
                 name=repository.ref.name,
                 git_url=repository.git_url,
                 ci_command=repository.ci_command,
+                ci_env=list(repository.ci_env),
                 created_at=repository.created_at,
             )
         )
@@ -160,6 +161,10 @@ class SqlRepositories:
 
     def get(self, repository_id: RepositoryId) -> Repository:
         return repository_from_row(self._session.get_one(RepositoryRow, repository_id))
+
+    def using_git_url(self, git_url: str) -> Sequence[Repository]:
+        rows = self._session.scalars(select(RepositoryRow).where(RepositoryRow.git_url == git_url))
+        return [repository_from_row(row) for row in rows]
 
     def list_for_org(self, org_id: OrgId) -> Sequence[Repository]:
         rows = self._session.scalars(

@@ -23,7 +23,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-from sqlalchemy.sql.expression import false
+from sqlalchemy.sql.expression import false, text
 
 from keepgreen.adapters.db.types import UtcDateTime
 
@@ -73,6 +73,8 @@ class RepositoryRow(Base):
     name: Mapped[str] = mapped_column(NAME)
     git_url: Mapped[str] = mapped_column(Text)
     ci_command: Mapped[str | None] = mapped_column(Text)
+    # Names of variables of keepgreen's environment passed to the built-in CI command.
+    ci_env: Mapped[list[str]] = mapped_column(JSON, default=list, server_default=text("'[]'"))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 

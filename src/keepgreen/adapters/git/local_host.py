@@ -40,6 +40,27 @@ def local_path(git_url: str) -> Path | None:
     return Path(git_url)
 
 
+def locate_repository(git_url: str) -> str:
+    """The RepositoryLocator port: a local repository's absolute path (links resolved), once
+    git confirms a repository is there; a network remote's URL as it is (the remote host
+    checks those when it first fetches).
+    """
+    path = local_path(git_url)
+    if path is None:
+        return git_url
+    resolved = path.expanduser().resolve()
+    if not resolved.is_dir():
+        raise CodeHostError(f"{git_url} is not a directory on this machine")
+    git_dir = resolved / ".git" if (resolved / ".git").exists() else resolved
+    if not (git_dir / "HEAD").is_file() or not (git_dir / "objects").is_dir():
+        raise CodeHostError(f"{git_url} is not a git repository")
+    # A repository git itself refuses (a broken HEAD, an unreadable config) is refused too.
+    result = Git(git_dir).run("rev-parse", "--git-dir")
+    if result.returncode != 0:
+        raise CodeHostError(f"{git_url} is not a git repository git can read")
+    return str(resolved)
+
+
 class LocalGitHost:
     """The MergeHost port over repositories on this machine."""
 
