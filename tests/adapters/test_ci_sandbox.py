@@ -248,3 +248,31 @@ def _wait_for(condition: Callable[[], bool], what: str) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"no {what} within 10 s"
         time.sleep(0.05)
+
+
+def test_a_passed_secret_never_shows_in_a_process_listing(
+    tmp_path: Path, git_repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The repository passes NPM_TOKEN; while its boxed command runs, the value is in the
+    command's environment but in no process's argv on the machine (what `ps` shows).
+    """
+    secret = "npm-secret-3b9e71"
+    monkeypatch.setenv("NPM_TOKEN", secret)
+    marker = f"sleep 1.{os.getpid()}"
+    reporter = RecordingReporter()
+    runner = BuiltInRunner(data_dir=tmp_path / "data", report=reporter, sandbox=Bubblewrap())
+    sha = git_repo.tip()
+    repo = replace(repository_at(str(git_repo.path), f"{marker}; env"), ci_env=("NPM_TOKEN",))
+    runner.start(repo, run_id="run-ps", sha=sha, timeout_seconds=60)
+    try:
+        _wait_for(lambda: len(_processes_running(marker)) == 1, "the boxed sleeper")
+        listing = [
+            (entry / "cmdline").read_bytes()
+            for entry in Path("/proc").iterdir()
+            if entry.name.isdigit() and (entry / "cmdline").exists()
+        ]
+        assert not [argv for argv in listing if secret.encode() in argv]
+        final = reporter.final(sha)
+    finally:
+        runner.close()
+    assert f"NPM_TOKEN={secret}" in log_text(final)

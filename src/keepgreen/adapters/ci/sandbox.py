@@ -251,10 +251,7 @@ class Bubblewrap:
             "ALL",
             "--hostname",
             "keepgreen-ci",
-            "--clearenv",
         ]
-        for name, value in env.items():
-            argv += ["--setenv", name, value]
         for directory in _SYSTEM_DIRS:
             argv += _system_mount(Path(directory))
         for name in _ETC_FILES:
@@ -266,7 +263,9 @@ class Bubblewrap:
         argv += ["--uid", str(UNPRIVILEGED_ID), "--gid", str(UNPRIVILEGED_ID)]
         argv += ["--proc", "/proc", "--dev", "/dev", "--chdir", WORKSPACE]
         argv += ["--", "/bin/sh", "-c", command]
-        return Launch(argv=argv, env={"PATH": _PATH}, cwd=run.root)
+        # The environment goes through bwrap's own (inherited by the command), never through
+        # --setenv: arguments show in every process listing on the machine, values too.
+        return Launch(argv=argv, env=dict(env), cwd=run.root)
 
 
 def _system_mount(path: Path) -> list[str]:
