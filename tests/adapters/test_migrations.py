@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import inspect, text
+from alembic import command
+from sqlalchemy import Engine, MetaData, inspect, text
 
-from keepgreen.adapters.db.engine import make_engine, migrate
+from keepgreen.adapters.db.engine import alembic_config, make_engine, migrate
 from keepgreen.adapters.db.tables import Base
+from keepgreen.bootstrap import bootstrap
+from keepgreen.core.flaky.model import StatusChange
+from keepgreen.core.flaky.monitors import TestStatus
+from keepgreen.core.ids import RepositoryId
+from keepgreen.settings import Settings
 from tests.conftest import BACKENDS, PG_URL
 from tests.support.pgschema import fresh_schema
 
@@ -48,3 +57,192 @@ def test_processes_starting_together_migrate_once(empty_database_url: str) -> No
     finally:
         for engine in engines:
             engine.dispose()
+
+
+# -- 0004: tests keyed by (repository, test id) ---------------------------------------------------
+
+T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+ACME_REPO, GLOBEX_REPO = "r-acme-widgets", "r-globex-widgets"
+SHARED, GLOBEX_ONLY = "11111111-1111-5111-8111-111111111111", "22222222-2222-5222-8222-222222222222"
+
+
+def _rows_at_0003() -> dict[str, list[dict[str, Any]]]:
+    """acme's test SHARED with its history, and globex's upload whose result named SHARED
+    (stored, before 0004, in acme's test) next to a test of globex's own.
+    """
+
+    def test_case(repository_id: str, test_id: str, name: str) -> dict[str, Any]:
+        return {
+            "id": test_id,
+            "repository_id": repository_id,
+            "name": name,
+            "variant": "",
+            "status": "flaky",
+            "status_reason": "flagged",
+            "status_at": T0,
+            "monitors": {},
+            "codeowners": [],
+            "first_seen_at": T0,
+            "last_seen_at": T0,
+        }
+
+    def upload(upload_id: str, repository_id: str) -> dict[str, Any]:
+        return {
+            "id": upload_id,
+            "repository_id": repository_id,
+            "commit_sha": "a" * 40,
+            "branch": "main",
+            "variant": "",
+            "received_at": T0,
+            "files": 1,
+            "tests": 1,
+            "results": 1,
+            "failed": 1,
+            "skipped": 0,
+            "excluded": False,
+        }
+
+    def result(test_id: str, upload_id: str, repository_id: str) -> dict[str, Any]:
+        return {
+            "test_case_id": test_id,
+            "upload_id": upload_id,
+            "repository_id": repository_id,
+            "at": T0,
+            "outcome": "failed",
+            "attempt": 1,
+        }
+
+    def hour(test_id: str) -> dict[str, Any]:
+        return {
+            "test_case_id": test_id,
+            "hour": T0,
+            "branch": "main",
+            "runs": 2,
+            "failures": 1,
+            "last_run_at": T0,
+        }
+
+    return {
+        "orgs": [
+            {"id": "o-acme", "slug": "acme", "created_at": T0},
+            {"id": "o-globex", "slug": "globex", "created_at": T0},
+        ],
+        "repositories": [
+            {
+                "id": repository_id,
+                "org_id": org_id,
+                "host": "github.com",
+                "owner": "acme",
+                "name": "widgets",
+                "git_url": "/nonexistent",
+                "created_at": T0,
+            }
+            for repository_id, org_id in ((ACME_REPO, "o-acme"), (GLOBEX_REPO, "o-globex"))
+        ],
+        "test_cases": [
+            test_case(ACME_REPO, SHARED, "acme_test"),
+            test_case(GLOBEX_REPO, GLOBEX_ONLY, "globex_test"),
+        ],
+        "test_uploads": [upload("u-acme", ACME_REPO), upload("u-globex", GLOBEX_REPO)],
+        "test_results": [
+            result(SHARED, "u-acme", ACME_REPO),
+            result(SHARED, "u-globex", GLOBEX_REPO),  # the cross-tenant write
+            result(GLOBEX_ONLY, "u-globex", GLOBEX_REPO),
+        ],
+        "test_hourly_rollups": [hour(SHARED), hour(GLOBEX_ONLY)],
+        "test_commit_rollups": [
+            {
+                "test_case_id": SHARED,
+                "commit_sha": "a" * 40,
+                "branch": "main",
+                "passes": 1,
+                "failures": 1,
+                "last_run_at": T0,
+                "runs": 2,
+            }
+        ],
+        "test_failure_summaries": [
+            {
+                "test_case_id": SHARED,
+                "day": T0,
+                "summary_key": "k",
+                "summary": "boom",
+                "occurrences": 1,
+                "last_at": T0,
+            }
+        ],
+        "test_status_changes": [
+            {"test_case_id": SHARED, "at": T0, "status": "flaky", "reason": "flagged"}
+        ],
+    }
+
+
+def _pairs(engine: Engine, table: str) -> list[tuple[str, str]]:
+    with engine.connect() as connection:
+        rows = connection.execute(text(f"SELECT repository_id, test_case_id FROM {table}"))  # noqa: S608 (the test's own table names)
+        return sorted((row[0], row[1]) for row in rows)
+
+
+def test_0004_keys_tests_by_repository_and_keeps_each_repositorys_rows(
+    empty_database_url: str, tmp_path: Path
+) -> None:
+    engine = make_engine(empty_database_url)
+    command.upgrade(alembic_config(engine), "0003")
+    tables = MetaData()
+    tables.reflect(engine)
+    with engine.begin() as connection:
+        for name, rows in _rows_at_0003().items():
+            connection.execute(tables.tables[name].insert(), rows)
+
+    migrate(engine)
+
+    acme, globex = (ACME_REPO, SHARED), (GLOBEX_REPO, GLOBEX_ONLY)
+    # The result globex's upload stored in acme's test is gone; every other row is kept, with
+    # the repository of its test.
+    assert _pairs(engine, "test_results") == [acme, globex]
+    assert _pairs(engine, "test_hourly_rollups") == [acme, globex]
+    for table in ("test_commit_rollups", "test_failure_summaries", "test_status_changes"):
+        assert _pairs(engine, table) == [acme]
+    container = bootstrap(
+        Settings(database_url=empty_database_url, data_dir=tmp_path / "data"),
+        run_migrations=False,
+    )
+    try:
+        with container.unit_of_work() as uow:
+            assert uow.flaky.test(RepositoryId(GLOBEX_REPO), SHARED) is None
+            test = uow.flaky.test(RepositoryId(ACME_REPO), SHARED)
+            assert test is not None
+            assert test.name == "acme_test"
+            history = uow.flaky_listings.status_history(RepositoryId(ACME_REPO), SHARED)
+            assert [change.reason for change in history] == ["flagged"]
+            # Now globex can have a test of its own with the same id.
+            uow.flaky.ensure_tests(
+                RepositoryId(GLOBEX_REPO),
+                [replace(test, repository_id=RepositoryId(GLOBEX_REPO), name="globex_copy")],
+                seen_at=T0 + timedelta(hours=1),
+            )
+            uow.flaky.add_status_change(
+                RepositoryId(GLOBEX_REPO),
+                StatusChange(SHARED, T0 + timedelta(hours=1), TestStatus.HEALTHY, "fine"),
+            )
+            uow.commit()
+
+        # Down again: one id, one test; the one seen first stays, with its rows.
+        command.downgrade(alembic_config(engine), "0003")
+        with engine.connect() as connection:
+            cases = connection.execute(text("SELECT repository_id, id, name FROM test_cases"))
+            assert sorted(tuple(row) for row in cases) == [
+                (ACME_REPO, SHARED, "acme_test"),
+                (GLOBEX_REPO, GLOBEX_ONLY, "globex_test"),
+            ]
+            changes = connection.execute(
+                text("SELECT test_case_id, reason FROM test_status_changes")
+            )
+            assert [tuple(row) for row in changes] == [(SHARED, "flagged")]
+        migrate(engine)
+        with container.unit_of_work() as uow:
+            assert uow.flaky.test(RepositoryId(ACME_REPO), SHARED) is not None
+            assert uow.flaky.test(RepositoryId(GLOBEX_REPO), SHARED) is None
+    finally:
+        container.close()
+        engine.dispose()

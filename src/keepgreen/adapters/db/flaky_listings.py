@@ -39,10 +39,13 @@ class SqlFlakyListings:
     def __init__(self, session: Session) -> None:
         self._session = session
 
-    def status_history(self, test_id: str) -> Sequence[StatusChange]:
+    def status_history(self, repository_id: RepositoryId, test_id: str) -> Sequence[StatusChange]:
         rows = self._session.scalars(
             select(TestStatusChangeRow)
-            .where(TestStatusChangeRow.test_case_id == test_id)
+            .where(
+                TestStatusChangeRow.repository_id == repository_id,
+                TestStatusChangeRow.test_case_id == test_id,
+            )
             .order_by(TestStatusChangeRow.at, TestStatusChangeRow.id)
         )
         return [
@@ -107,7 +110,7 @@ class SqlFlakyListings:
                 .limit(limit)
             ).scalars()
         )
-        found = load_tests(self._session, ids)
+        found = load_tests(self._session, repository_id, ids)
         return [found[test_id] for test_id in ids if test_id in found]
 
     def count_quarantined(self, repository_id: RepositoryId, settings: FlakySettings) -> int:
@@ -130,7 +133,9 @@ class SqlFlakyListings:
 
     # --- figures for the read API ---------------------------------------------------------
 
-    def failure_rates(self, ids: Collection[str], *, now: datetime) -> Mapping[str, FailureRates]:
+    def failure_rates(
+        self, repository_id: RepositoryId, ids: Collection[str], *, now: datetime
+    ) -> Mapping[str, FailureRates]:
         week = hour_of(now - timedelta(days=7))
         day = hour_of(now - timedelta(hours=24))
         found: dict[str, FailureRates] = {}
@@ -144,7 +149,11 @@ class SqlFlakyListings:
                     func.sum(when(recent, TestHourRow.runs)),
                     func.sum(when(recent, TestHourRow.failures)),
                 )
-                .where(TestHourRow.test_case_id.in_(chunk), TestHourRow.hour >= week)
+                .where(
+                    TestHourRow.repository_id == repository_id,
+                    TestHourRow.test_case_id.in_(chunk),
+                    TestHourRow.hour >= week,
+                )
                 .group_by(TestHourRow.test_case_id)
             )
             for test_id, runs_7d, failures_7d, runs_24h, failures_24h in rows:
@@ -156,7 +165,9 @@ class SqlFlakyListings:
                 )
         return found
 
-    def pull_requests_impacted(self, ids: Collection[str], since: datetime) -> Mapping[str, int]:
+    def pull_requests_impacted(
+        self, repository_id: RepositoryId, ids: Collection[str], since: datetime
+    ) -> Mapping[str, int]:
         found: dict[str, int] = {}
         for chunk in chunks(ids):
             rows = self._session.execute(
@@ -164,6 +175,7 @@ class SqlFlakyListings:
                     TestCommitRow.test_case_id, func.count(func.distinct(TestCommitRow.pr_number))
                 )
                 .where(
+                    TestCommitRow.repository_id == repository_id,
                     TestCommitRow.test_case_id.in_(chunk),
                     TestCommitRow.pr_number.is_not(None),
                     TestCommitRow.failures > 0,
@@ -176,7 +188,7 @@ class SqlFlakyListings:
         return found
 
     def failure_counts(
-        self, ids: Collection[str], since: datetime
+        self, repository_id: RepositoryId, ids: Collection[str], since: datetime
     ) -> Mapping[str, list[FailureCount]]:
         found: dict[str, list[FailureCount]] = defaultdict(list)
         for chunk in chunks(ids):
@@ -188,7 +200,11 @@ class SqlFlakyListings:
                     func.sum(TestFailureRow.occurrences),
                     func.max(TestFailureRow.last_at),
                 )
-                .where(TestFailureRow.test_case_id.in_(chunk), TestFailureRow.day >= day_of(since))
+                .where(
+                    TestFailureRow.repository_id == repository_id,
+                    TestFailureRow.test_case_id.in_(chunk),
+                    TestFailureRow.day >= day_of(since),
+                )
                 .group_by(TestFailureRow.test_case_id, TestFailureRow.summary_key)
             )
             for test_id, _key, summary, occurrences, last_at in rows:

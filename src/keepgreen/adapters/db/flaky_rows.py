@@ -92,10 +92,16 @@ def quarantined(repository_id: RepositoryId, settings: FlakySettings) -> ColumnE
     return and_(TestCaseRow.repository_id == repository_id, rule)
 
 
-def load_tests(session: Session, ids: Collection[str]) -> Mapping[str, TestCase]:
+def load_tests(
+    session: Session, repository_id: RepositoryId, ids: Collection[str]
+) -> Mapping[str, TestCase]:
+    """Those of `ids` that are tests of the repository (another's with the same id are not)."""
     found: dict[str, TestCase] = {}
     for chunk in chunks(ids):
-        for row in session.scalars(select(TestCaseRow).where(TestCaseRow.id.in_(chunk))):
+        query = select(TestCaseRow).where(
+            TestCaseRow.repository_id == repository_id, TestCaseRow.id.in_(chunk)
+        )
+        for row in session.scalars(query):
             found[row.id] = test_case_of(row)
     return found
 

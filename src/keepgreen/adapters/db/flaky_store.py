@@ -154,18 +154,25 @@ class SqlFlakyStore:
         )
         self._session.flush()
 
-    def ensure_tests(self, tests: Sequence[TestCase], *, seen_at: datetime) -> None:
+    def ensure_tests(
+        self, repository_id: RepositoryId, tests: Sequence[TestCase], *, seen_at: datetime
+    ) -> None:
+        strays = {test.repository_id for test in tests} - {repository_id}
+        if strays:
+            raise ValueError(f"tests of repositories {sorted(strays)} given for {repository_id}")
         by_id = {test.id: test for test in tests}
         existing: dict[str, list[str]] = {}
         for chunk in chunks(by_id):
             rows_found = self._session.execute(
-                select(TestCaseRow.id, TestCaseRow.codeowners).where(TestCaseRow.id.in_(chunk))
+                select(TestCaseRow.id, TestCaseRow.codeowners).where(
+                    TestCaseRow.repository_id == repository_id, TestCaseRow.id.in_(chunk)
+                )
             )
             existing.update((test_id, owners or []) for test_id, owners in rows_found)
         rows: list[dict[str, Any]] = [
             {
                 "id": test.id,
-                "repository_id": test.repository_id,
+                "repository_id": repository_id,
                 "name": test.name,
                 "classname": test.classname,
                 "parent": test.parent,
@@ -191,7 +198,9 @@ class SqlFlakyStore:
         seen = sorted(test_id for test_id in by_id if test_id in existing)
         for chunk in chunks(seen):
             self._session.execute(
-                update(TestCaseRow).where(TestCaseRow.id.in_(chunk)).values(last_seen_at=seen_at)
+                update(TestCaseRow)
+                .where(TestCaseRow.repository_id == repository_id, TestCaseRow.id.in_(chunk))
+                .values(last_seen_at=seen_at)
             )
         owned: dict[tuple[str, ...], list[str]] = defaultdict(list)
         for test_id in seen:
@@ -202,7 +211,7 @@ class SqlFlakyStore:
             for chunk in chunks(ids):
                 self._session.execute(
                     update(TestCaseRow)
-                    .where(TestCaseRow.id.in_(chunk))
+                    .where(TestCaseRow.repository_id == repository_id, TestCaseRow.id.in_(chunk))
                     .values(codeowners=list(owners))
                 )
 
@@ -226,6 +235,7 @@ class SqlFlakyStore:
 
     def add_to_rollups(
         self,
+        repository_id: RepositoryId,
         hours: Sequence[HourDelta],
         commits: Sequence[CommitDelta],
         failures: Sequence[FailureDelta],
@@ -234,6 +244,7 @@ class SqlFlakyStore:
             TestHourRow.__table__,
             [
                 {
+                    "repository_id": repository_id,
                     "test_case_id": delta.test_case_id,
                     "hour": delta.hour,
                     "branch": delta.branch,
@@ -244,7 +255,7 @@ class SqlFlakyStore:
                 }
                 for delta in hours
             ],
-            keys=["test_case_id", "hour", "branch"],
+            keys=["repository_id", "test_case_id", "hour", "branch"],
             add=["runs", "failures"],
             latest=["last_run_at", "last_failure_at"],
         )
@@ -252,6 +263,7 @@ class SqlFlakyStore:
             TestCommitRow.__table__,
             [
                 {
+                    "repository_id": repository_id,
                     "test_case_id": delta.test_case_id,
                     "commit_sha": delta.commit_sha,
                     "branch": delta.branch,
@@ -266,7 +278,7 @@ class SqlFlakyStore:
                 }
                 for delta in commits
             ],
-            keys=["test_case_id", "commit_sha"],
+            keys=["repository_id", "test_case_id", "commit_sha"],
             add=["passes", "failures", "runs"],
             latest=["last_failure_at", "last_run_at"],
             earliest=["first_pass_at", "first_failure_at"],
@@ -275,6 +287,7 @@ class SqlFlakyStore:
             TestFailureRow.__table__,
             [
                 {
+                    "repository_id": repository_id,
                     "test_case_id": delta.test_case_id,
                     "day": delta.day,
                     "summary_key": delta.summary_key,
@@ -284,28 +297,29 @@ class SqlFlakyStore:
                 }
                 for delta in failures
             ],
-            keys=["test_case_id", "day", "summary_key"],
+            keys=["repository_id", "test_case_id", "day", "summary_key"],
             add=["occurrences"],
             latest=["last_at"],
         )
 
     # --- reads for detection --------------------------------------------------------------
 
-    def tests(self, ids: Collection[str]) -> Mapping[str, TestCase]:
-        return load_tests(self._session, ids)
+    def tests(self, repository_id: RepositoryId, ids: Collection[str]) -> Mapping[str, TestCase]:
+        return load_tests(self._session, repository_id, ids)
 
     def test(self, repository_id: RepositoryId, test_id: str) -> TestCase | None:
-        row = self._session.get(TestCaseRow, test_id)
-        if row is None or row.repository_id != repository_id:
-            return None
-        return test_case_of(row)
+        row = self._session.get(TestCaseRow, (repository_id, test_id))
+        return None if row is None else test_case_of(row)
 
-    def mixed_on_commit(self, ids: Collection[str], commit_sha: str) -> set[str]:
+    def mixed_on_commit(
+        self, repository_id: RepositoryId, ids: Collection[str], commit_sha: str
+    ) -> set[str]:
         mixed: set[str] = set()
         for chunk in chunks(ids):
             mixed.update(
                 self._session.scalars(
                     select(TestCommitRow.test_case_id).where(
+                        TestCommitRow.repository_id == repository_id,
                         TestCommitRow.test_case_id.in_(chunk),
                         TestCommitRow.commit_sha == commit_sha,
                         TestCommitRow.passes > 0,
@@ -315,7 +329,9 @@ class SqlFlakyStore:
             )
         return mixed
 
-    def buckets(self, ids: Collection[str], since: datetime) -> Mapping[str, list[HourBucket]]:
+    def buckets(
+        self, repository_id: RepositoryId, ids: Collection[str], since: datetime
+    ) -> Mapping[str, list[HourBucket]]:
         found: dict[str, list[HourBucket]] = defaultdict(list)
         hours = TestHourRow.__table__.c
         for chunk in chunks(ids):
@@ -328,13 +344,19 @@ class SqlFlakyStore:
                     hours.failures,
                     hours.last_run_at,
                     hours.last_failure_at,
-                ).where(hours.test_case_id.in_(chunk), hours.hour >= since)
+                ).where(
+                    hours.repository_id == repository_id,
+                    hours.test_case_id.in_(chunk),
+                    hours.hour >= since,
+                )
             )
             for test_id, *values in rows:
                 found[test_id].append(HourBucket(*values))
         return found
 
-    def commits(self, ids: Collection[str], since: datetime) -> Mapping[str, list[CommitRuns]]:
+    def commits(
+        self, repository_id: RepositoryId, ids: Collection[str], since: datetime
+    ) -> Mapping[str, list[CommitRuns]]:
         found: dict[str, list[CommitRuns]] = defaultdict(list)
         commits = TestCommitRow.__table__.c
         for chunk in chunks(ids):
@@ -350,7 +372,11 @@ class SqlFlakyStore:
                     commits.first_failure_at,
                     commits.last_run_at,
                     commits.runs,
-                ).where(commits.test_case_id.in_(chunk), commits.last_run_at >= since)
+                ).where(
+                    commits.repository_id == repository_id,
+                    commits.test_case_id.in_(chunk),
+                    commits.last_run_at >= since,
+                )
             )
             for test_id, *values in rows:
                 found[test_id].append(CommitRuns(*values))
@@ -358,13 +384,13 @@ class SqlFlakyStore:
 
     # --- status and per-test settings -----------------------------------------------------
 
-    def save_statuses(self, statuses: Sequence[SavedStatus]) -> None:
+    def save_statuses(self, repository_id: RepositoryId, statuses: Sequence[SavedStatus]) -> None:
         if not statuses:
             return
         table = table_of(TestCaseRow)
         statement = (
             update(table)
-            .where(table.c.id == bindparam("test_id"))
+            .where(table.c.repository_id == repository_id, table.c.id == bindparam("test_id"))
             .values(
                 status=bindparam("new_status"),
                 status_reason=bindparam("new_reason"),
@@ -388,9 +414,10 @@ class SqlFlakyStore:
             ],
         )
 
-    def add_status_change(self, change: StatusChange) -> None:
+    def add_status_change(self, repository_id: RepositoryId, change: StatusChange) -> None:
         self._session.add(
             TestStatusChangeRow(
+                repository_id=repository_id,
                 test_case_id=change.test_case_id,
                 at=change.at,
                 status=change.status.value,
@@ -398,10 +425,12 @@ class SqlFlakyStore:
             )
         )
 
-    def set_manual_flag(self, test_id: str, flag: ManualFlag | None) -> None:
+    def set_manual_flag(
+        self, repository_id: RepositoryId, test_id: str, flag: ManualFlag | None
+    ) -> None:
         self._session.execute(
             update(TestCaseRow)
-            .where(TestCaseRow.id == test_id)
+            .where(TestCaseRow.repository_id == repository_id, TestCaseRow.id == test_id)
             .values(
                 manual_flag_reason=flag.reason if flag else None,
                 manual_flag_at=flag.at if flag else None,
@@ -409,27 +438,49 @@ class SqlFlakyStore:
         )
 
     def set_override(
-        self, test_id: str, override: QuarantineOverride | None, *, at: datetime
+        self,
+        repository_id: RepositoryId,
+        test_id: str,
+        override: QuarantineOverride | None,
+        *,
+        at: datetime,
     ) -> None:
         self._session.execute(
             update(TestCaseRow)
-            .where(TestCaseRow.id == test_id)
+            .where(TestCaseRow.repository_id == repository_id, TestCaseRow.id == test_id)
             .values(
                 quarantine_override=override.value if override else None,
                 quarantine_override_at=at if override else None,
             )
         )
 
-    def set_ticket(self, test_id: str, ticket: str) -> None:
+    def set_ticket(self, repository_id: RepositoryId, test_id: str, ticket: str) -> None:
         self._session.execute(
-            update(TestCaseRow).where(TestCaseRow.id == test_id).values(ticket=ticket)
+            update(TestCaseRow)
+            .where(TestCaseRow.repository_id == repository_id, TestCaseRow.id == test_id)
+            .values(ticket=ticket)
         )
 
-    def unhealthy_ids(self, repository_id: RepositoryId | None = None) -> Sequence[str]:
-        query = select(TestCaseRow.id).where(TestCaseRow.status != TestStatus.HEALTHY.value)
-        if repository_id is not None:
-            query = query.where(TestCaseRow.repository_id == repository_id)
-        return list(self._session.scalars(query))
+    def unhealthy_ids(self, repository_id: RepositoryId) -> Sequence[str]:
+        return list(
+            self._session.scalars(
+                select(TestCaseRow.id).where(
+                    TestCaseRow.repository_id == repository_id,
+                    TestCaseRow.status != TestStatus.HEALTHY.value,
+                )
+            )
+        )
+
+    def unhealthy_by_repository(self) -> Mapping[RepositoryId, Sequence[str]]:
+        found: dict[RepositoryId, list[str]] = defaultdict(list)
+        rows = self._session.execute(
+            select(TestCaseRow.repository_id, TestCaseRow.id).where(
+                TestCaseRow.status != TestStatus.HEALTHY.value
+            )
+        )
+        for repository_id, test_id in rows:
+            found[RepositoryId(repository_id)].append(test_id)
+        return found
 
     def quarantined_ids(
         self, repository_id: RepositoryId, settings: FlakySettings, ids: Collection[str]

@@ -15,6 +15,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     MetaData,
@@ -292,16 +293,30 @@ class FlakySettingsRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
+def _of_test_case() -> ForeignKeyConstraint:
+    """A row of one repository's test case: the repository is part of the reference, so a row
+    can never hang off another repository's test.
+    """
+    return ForeignKeyConstraint(
+        ["repository_id", "test_case_id"],
+        ["test_cases.repository_id", "test_cases.id"],
+        ondelete="CASCADE",
+    )
+
+
 class TestCaseRow(Base):
-    """A test case; `id` is the Trunk-compatible UUIDv5 (unique per org, repo and variant)."""
+    """A test case of one repository. `id` is the Trunk-compatible UUIDv5, which anyone can
+    compute or send as a report's `id`, so it is only unique within its repository: the key is
+    (repository_id, id), and every row about a test carries both.
+    """
 
     __tablename__ = "test_cases"
     __table_args__ = (Index("ix_test_cases_repository_status", "repository_id", "status"),)
 
-    id: Mapped[str] = mapped_column(ID, primary_key=True)
     repository_id: Mapped[str] = mapped_column(
-        ID, ForeignKey("repositories.id", ondelete="CASCADE")
+        ID, ForeignKey("repositories.id", ondelete="CASCADE"), primary_key=True
     )
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
     name: Mapped[str] = mapped_column(Text)
     classname: Mapped[str | None] = mapped_column(Text)
     parent: Mapped[str | None] = mapped_column(Text)
@@ -351,16 +366,17 @@ class TestResultRow(Base):
 
     __tablename__ = "test_results"
     __table_args__ = (
+        _of_test_case(),
         Index("ix_test_results_repository_outcome_at", "repository_id", "outcome", "at"),
-        Index("ix_test_results_test_case_at", "test_case_id", "at"),
+        Index("ix_test_results_test_case_at", "repository_id", "test_case_id", "at"),
     )
 
     id: Mapped[int] = mapped_column(BIG_ID, primary_key=True, autoincrement=True)
-    test_case_id: Mapped[str] = mapped_column(ID, ForeignKey("test_cases.id", ondelete="CASCADE"))
+    repository_id: Mapped[str] = mapped_column(ID)
+    test_case_id: Mapped[str] = mapped_column(ID)
     upload_id: Mapped[str] = mapped_column(
         ID, ForeignKey("test_uploads.id", ondelete="CASCADE"), index=True
     )
-    repository_id: Mapped[str] = mapped_column(ID)
     at: Mapped[datetime] = mapped_column(UtcDateTime())
     outcome: Mapped[str] = mapped_column(String(16))
     attempt: Mapped[int] = mapped_column(Integer)
@@ -374,10 +390,10 @@ class TestHourRow(Base):
     """
 
     __tablename__ = "test_hourly_rollups"
+    __table_args__ = (_of_test_case(),)
 
-    test_case_id: Mapped[str] = mapped_column(
-        ID, ForeignKey("test_cases.id", ondelete="CASCADE"), primary_key=True
-    )
+    repository_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    test_case_id: Mapped[str] = mapped_column(ID, primary_key=True)
     hour: Mapped[datetime] = mapped_column(UtcDateTime(), primary_key=True)
     branch: Mapped[str] = mapped_column(BRANCH, primary_key=True)
     runs: Mapped[int] = mapped_column(Integer)
@@ -390,11 +406,13 @@ class TestCommitRow(Base):
     """Rollup: one test's passes and failures on one commit (pass-on-retry, PRs impacted)."""
 
     __tablename__ = "test_commit_rollups"
-    __table_args__ = (Index("ix_test_commit_rollups_test_run", "test_case_id", "last_run_at"),)
-
-    test_case_id: Mapped[str] = mapped_column(
-        ID, ForeignKey("test_cases.id", ondelete="CASCADE"), primary_key=True
+    __table_args__ = (
+        _of_test_case(),
+        Index("ix_test_commit_rollups_test_run", "repository_id", "test_case_id", "last_run_at"),
     )
+
+    repository_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    test_case_id: Mapped[str] = mapped_column(ID, primary_key=True)
     commit_sha: Mapped[str] = mapped_column(SHA, primary_key=True)
     branch: Mapped[str] = mapped_column(BRANCH)
     pr_number: Mapped[int | None] = mapped_column(Integer)
@@ -411,10 +429,10 @@ class TestFailureRow(Base):
     """Rollup: how often one normalised failure summary occurred for one test on one day."""
 
     __tablename__ = "test_failure_summaries"
+    __table_args__ = (_of_test_case(),)
 
-    test_case_id: Mapped[str] = mapped_column(
-        ID, ForeignKey("test_cases.id", ondelete="CASCADE"), primary_key=True
-    )
+    repository_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    test_case_id: Mapped[str] = mapped_column(ID, primary_key=True)
     day: Mapped[datetime] = mapped_column(UtcDateTime(), primary_key=True)
     summary_key: Mapped[str] = mapped_column(String(32), primary_key=True)
     summary: Mapped[str] = mapped_column(Text)
@@ -426,11 +444,14 @@ class TestStatusChangeRow(Base):
     """The history of a test's status value."""
 
     __tablename__ = "test_status_changes"
+    __table_args__ = (
+        _of_test_case(),
+        Index("ix_test_status_changes_test_case", "repository_id", "test_case_id"),
+    )
 
     id: Mapped[int] = mapped_column(BIG_ID, primary_key=True, autoincrement=True)
-    test_case_id: Mapped[str] = mapped_column(
-        ID, ForeignKey("test_cases.id", ondelete="CASCADE"), index=True
-    )
+    repository_id: Mapped[str] = mapped_column(ID)
+    test_case_id: Mapped[str] = mapped_column(ID)
     at: Mapped[datetime] = mapped_column(UtcDateTime())
     status: Mapped[str] = mapped_column(STATE)
     reason: Mapped[str] = mapped_column(Text)

@@ -18,22 +18,29 @@ class Detector:
     def reevaluate(
         self,
         store: FlakyStore,
+        repository_id: RepositoryId,
         settings: MonitorSettings,
         test_ids: Collection[str],
         *,
         now: datetime,
     ) -> int:
-        """Evaluate `test_ids` at `now`; the number whose status value changed."""
+        """Evaluate the repository's tests `test_ids` at `now`; the number whose status value
+        changed.
+        """
         if not test_ids:
             return 0
-        tests = store.tests(test_ids)
+        tests = store.tests(repository_id, test_ids)
         # Each kind of evidence only as far back as some enabled monitor reads it.
         bucket_hours, commit_hours = settings.bucket_hours, settings.commit_hours
         buckets = (
-            store.buckets(test_ids, now - timedelta(hours=bucket_hours + 1)) if bucket_hours else {}
+            store.buckets(repository_id, test_ids, now - timedelta(hours=bucket_hours + 1))
+            if bucket_hours
+            else {}
         )
         commits = (
-            store.commits(test_ids, now - timedelta(hours=commit_hours + 1)) if commit_hours else {}
+            store.commits(repository_id, test_ids, now - timedelta(hours=commit_hours + 1))
+            if commit_hours
+            else {}
         )
         changed = 0
         saved: list[SavedStatus] = []
@@ -62,8 +69,10 @@ class Detector:
             )
             if moved:
                 changed += 1
-                store.add_status_change(StatusChange(test_id, now, verdict.status, verdict.reason))
-        store.save_statuses(saved)
+                store.add_status_change(
+                    repository_id, StatusChange(test_id, now, verdict.status, verdict.reason)
+                )
+        store.save_statuses(repository_id, saved)
         return changed
 
 
@@ -90,12 +99,11 @@ class Housekeeping:
         now = self._clock()
         changed = 0
         with self._unit_of_work() as uow:
-            by_repository: dict[RepositoryId, list[str]] = {}
-            for test in uow.flaky.tests(uow.flaky.unhealthy_ids()).values():
-                by_repository.setdefault(test.repository_id, []).append(test.id)
-            for repository_id, ids in by_repository.items():
+            for repository_id, ids in uow.flaky.unhealthy_by_repository().items():
                 settings = uow.flaky.settings(repository_id)
-                changed += self._detector.reevaluate(uow.flaky, settings.monitors, ids, now=now)
+                changed += self._detector.reevaluate(
+                    uow.flaky, repository_id, settings.monitors, ids, now=now
+                )
             uow.commit()
         return changed
 

@@ -263,7 +263,7 @@ class IngestService:
             excluded=excluded,
         )
         store.add_upload(upload)
-        store.ensure_tests(list(cases.values()), seen_at=now)
+        store.ensure_tests(repository.id, list(cases.values()), seen_at=now)
         summaries = {
             id(item): failure_summary(item.result.message, item.result.detail)
             for item in identified
@@ -287,9 +287,9 @@ class IngestService:
             # Only these can change status: a new failure, a commit now mixed, or a test
             # already unhealthy (a pass may resolve it). A healthy test that passed cannot.
             touched = {item.test_id for item in identified if item.result.outcome is Outcome.FAILED}
-            touched |= store.mixed_on_commit(list(cases), metadata.commit_sha)
+            touched |= store.mixed_on_commit(repository.id, list(cases), metadata.commit_sha)
             touched |= set(store.unhealthy_ids(repository.id)) & set(cases)
-            self._detector.reevaluate(store, settings.monitors, touched, now=now)
+            self._detector.reevaluate(store, repository.id, settings.monitors, touched, now=now)
         failed_ids = {test_id for test_id, outcome in final.items() if outcome is Outcome.FAILED}
         quarantined = store.quarantined_ids(repository.id, settings, failed_ids)
         return UploadSummary(
@@ -342,6 +342,7 @@ class IngestService:
             summary_counts[key] = (summary, previous[1] + 1)
         hour, day = _hour(now), _day(now)
         store.add_to_rollups(
+            upload.repository_id,
             [
                 HourDelta(test_id, hour, upload.branch, runs[test_id], failures[test_id], now)
                 for test_id in runs

@@ -46,15 +46,17 @@ class FlakyManageService:
             repository = find_repository(uow, org_id, ref)
             uow.flaky.save_settings(repository.id, settings, at=now)
             unhealthy = uow.flaky.unhealthy_ids(repository.id)
-            self._detector.reevaluate(uow.flaky, settings.monitors, unhealthy, now=now)
+            self._detector.reevaluate(
+                uow.flaky, repository.id, settings.monitors, unhealthy, now=now
+            )
             uow.commit()
 
     def set_override(
         self, org_id: OrgId, ref: RepoRef, test_id: str, override: QuarantineOverride | None
     ) -> None:
         with self._unit_of_work() as uow:
-            _repository, test = self._test(uow, org_id, ref, test_id)
-            uow.flaky.set_override(test.id, override, at=self._clock())
+            repository, test = self._test(uow, org_id, ref, test_id)
+            uow.flaky.set_override(repository.id, test.id, override, at=self._clock())
             uow.commit()
 
     def flag(self, org_id: OrgId, ref: RepoRef, test_id: str, *, reason: str | None) -> None:
@@ -63,15 +65,15 @@ class FlakyManageService:
         with self._unit_of_work() as uow:
             repository, test = self._test(uow, org_id, ref, test_id)
             flag = ManualFlag(reason, now) if reason is not None else None
-            uow.flaky.set_manual_flag(test.id, flag)
+            uow.flaky.set_manual_flag(repository.id, test.id, flag)
             monitors = uow.flaky.settings(repository.id).monitors
-            self._detector.reevaluate(uow.flaky, monitors, [test.id], now=now)
+            self._detector.reevaluate(uow.flaky, repository.id, monitors, [test.id], now=now)
             uow.commit()
 
     def link_ticket(self, org_id: OrgId, ref: RepoRef, test_id: str, ticket: str) -> None:
         with self._unit_of_work() as uow:
-            _repository, test = self._test(uow, org_id, ref, test_id)
-            uow.flaky.set_ticket(test.id, ticket)
+            repository, test = self._test(uow, org_id, ref, test_id)
+            uow.flaky.set_ticket(repository.id, test.id, ticket)
             uow.commit()
 
     def quarantine_config(

@@ -150,7 +150,8 @@ class FlakyReadService:
                 raise NotFound("test_not_found", f"test {test_id} is not known in {ref}")
             settings = uow.flaky.settings(repository.id)
             (view,) = self._views(uow.flaky_listings, repository, settings, [test], figures=True)
-            return TestDetails(view, tuple(uow.flaky_listings.status_history(test.id)))
+            history = uow.flaky_listings.status_history(repository.id, test.id)
+            return TestDetails(view, tuple(history))
 
     def _listing(
         self,
@@ -189,9 +190,9 @@ class FlakyReadService:
     ) -> list[TestView]:
         now = self._clock()
         ids = [test.id for test in tests]
-        impacted = store.pull_requests_impacted(ids, now - WEEK)
-        rates = store.failure_rates(ids, now=now) if figures else {}
-        failures = store.failure_counts(ids, now - WEEK) if figures else {}
+        impacted = store.pull_requests_impacted(repository.id, ids, now - WEEK)
+        rates = store.failure_rates(repository.id, ids, now=now) if figures else {}
+        failures = store.failure_counts(repository.id, ids, now - WEEK) if figures else {}
         views = []
         for test in tests:
             rate = rates.get(test.id)

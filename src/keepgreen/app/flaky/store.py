@@ -105,6 +105,13 @@ class SavedStatus:
 
 
 class FlakyStore(Protocol):
+    """Tests, their results, rollups and statuses, always within one repository.
+
+    A test id is public (anyone can compute it, or send it as a report's `id`), so it only
+    names a test together with its repository: every method that reads or writes tests takes
+    the repository and never reaches a row of another one, whatever ids it is given.
+    """
+
     def settings(self, repository_id: RepositoryId) -> FlakySettings:
         """The repository's settings (the defaults when never saved)."""
         ...
@@ -121,49 +128,78 @@ class FlakyStore(Protocol):
 
     def add_upload(self, upload: UploadRecord) -> None: ...
 
-    def ensure_tests(self, tests: Sequence[TestCase], *, seen_at: datetime) -> None:
-        """Insert the tests not stored yet; for every one, move last_seen_at and, when the
-        given test has owners, replace its codeowners.
+    def ensure_tests(
+        self, repository_id: RepositoryId, tests: Sequence[TestCase], *, seen_at: datetime
+    ) -> None:
+        """Insert the repository's tests not stored yet; for every one, move last_seen_at and,
+        when the given test has owners, replace its codeowners. Every test must be of
+        `repository_id`.
         """
         ...
 
-    def add_results(self, upload: UploadRecord, results: Sequence[ResultRecord]) -> None: ...
+    def add_results(self, upload: UploadRecord, results: Sequence[ResultRecord]) -> None:
+        """Store results of the upload's repository's tests (which must exist)."""
+        ...
 
     def add_to_rollups(
         self,
+        repository_id: RepositoryId,
         hours: Sequence[HourDelta],
         commits: Sequence[CommitDelta],
         failures: Sequence[FailureDelta],
     ) -> None: ...
 
-    def tests(self, ids: Collection[str]) -> Mapping[str, TestCase]: ...
+    def tests(self, repository_id: RepositoryId, ids: Collection[str]) -> Mapping[str, TestCase]:
+        """Those of `ids` that are tests of the repository."""
+        ...
 
     def test(self, repository_id: RepositoryId, test_id: str) -> TestCase | None: ...
 
-    def mixed_on_commit(self, ids: Collection[str], commit_sha: str) -> set[str]:
+    def mixed_on_commit(
+        self, repository_id: RepositoryId, ids: Collection[str], commit_sha: str
+    ) -> set[str]:
         """Those of `ids` that both passed and failed on `commit_sha`."""
         ...
 
-    def buckets(self, ids: Collection[str], since: datetime) -> Mapping[str, list[HourBucket]]: ...
+    def buckets(
+        self, repository_id: RepositoryId, ids: Collection[str], since: datetime
+    ) -> Mapping[str, list[HourBucket]]: ...
 
-    def commits(self, ids: Collection[str], since: datetime) -> Mapping[str, list[CommitRuns]]:
+    def commits(
+        self, repository_id: RepositoryId, ids: Collection[str], since: datetime
+    ) -> Mapping[str, list[CommitRuns]]:
         """Per test, its commit rollups with a run at or after `since`."""
         ...
 
-    def save_statuses(self, statuses: Sequence[SavedStatus]) -> None: ...
-
-    def add_status_change(self, change: StatusChange) -> None: ...
-
-    def set_manual_flag(self, test_id: str, flag: ManualFlag | None) -> None: ...
-
-    def set_override(
-        self, test_id: str, override: QuarantineOverride | None, *, at: datetime
+    def save_statuses(
+        self, repository_id: RepositoryId, statuses: Sequence[SavedStatus]
     ) -> None: ...
 
-    def set_ticket(self, test_id: str, ticket: str) -> None: ...
+    def add_status_change(self, repository_id: RepositoryId, change: StatusChange) -> None: ...
 
-    def unhealthy_ids(self, repository_id: RepositoryId | None = None) -> Sequence[str]:
-        """Tests whose status is not healthy (every active monitor makes a test unhealthy)."""
+    def set_manual_flag(
+        self, repository_id: RepositoryId, test_id: str, flag: ManualFlag | None
+    ) -> None: ...
+
+    def set_override(
+        self,
+        repository_id: RepositoryId,
+        test_id: str,
+        override: QuarantineOverride | None,
+        *,
+        at: datetime,
+    ) -> None: ...
+
+    def set_ticket(self, repository_id: RepositoryId, test_id: str, ticket: str) -> None: ...
+
+    def unhealthy_ids(self, repository_id: RepositoryId) -> Sequence[str]:
+        """The repository's tests whose status is not healthy (every active monitor makes a
+        test unhealthy).
+        """
+        ...
+
+    def unhealthy_by_repository(self) -> Mapping[RepositoryId, Sequence[str]]:
+        """Every repository's unhealthy tests (for the sweep, which serves all of them)."""
         ...
 
     def quarantined_ids(
@@ -182,9 +218,13 @@ class FlakyStore(Protocol):
 
 
 class FlakyListings(Protocol):
-    """The read API's queries over test cases, rollups and status history."""
+    """The read API's queries over test cases, rollups and status history, within one
+    repository (as FlakyStore).
+    """
 
-    def status_history(self, test_id: str) -> Sequence[StatusChange]: ...
+    def status_history(
+        self, repository_id: RepositoryId, test_id: str
+    ) -> Sequence[StatusChange]: ...
 
     def count_by_status(self, repository_id: RepositoryId, status: TestStatus) -> int: ...
 
@@ -213,13 +253,13 @@ class FlakyListings(Protocol):
     ) -> Sequence[TestCase]: ...
 
     def failure_rates(
-        self, ids: Collection[str], *, now: datetime
+        self, repository_id: RepositoryId, ids: Collection[str], *, now: datetime
     ) -> Mapping[str, FailureRates]: ...
 
     def pull_requests_impacted(
-        self, ids: Collection[str], since: datetime
+        self, repository_id: RepositoryId, ids: Collection[str], since: datetime
     ) -> Mapping[str, int]: ...
 
     def failure_counts(
-        self, ids: Collection[str], since: datetime
+        self, repository_id: RepositoryId, ids: Collection[str], since: datetime
     ) -> Mapping[str, list[FailureCount]]: ...

@@ -1,0 +1,284 @@
+"""The flaky-test store keeps each repository's tests apart, on SQLite and PostgreSQL.
+
+Test ids are public, so two repositories (here of two orgs, under the same name) can hold a
+test with the same id. Every store method takes the repository: whatever one repository's
+writes name, the other's test, results, rollups and history read the same afterwards; and the
+schema itself refuses a row of one repository under another's test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+from keepgreen.app.flaky.settings import FlakySettings
+from keepgreen.app.flaky.store import (
+    CommitDelta,
+    FailureDelta,
+    FlakyStore,
+    HourDelta,
+    ResultRecord,
+    SavedStatus,
+    UploadRecord,
+)
+from keepgreen.app.ports import UnitOfWork
+from keepgreen.bootstrap import Container
+from keepgreen.core.flaky.model import StatusChange, TestCase
+from keepgreen.core.flaky.monitors import ManualFlag, MonitorState, TestStatus
+from keepgreen.core.flaky.quarantine import QuarantineOverride, QuarantineSettings
+from keepgreen.core.model import Repository
+from tests.support.builders import T0
+from tests.support.wire import REPO
+
+SHARED = "5e1f0c3a-9b7e-5d2c-8a41-0c6f3b2a1d90"  # a v5 UUID both repositories' reports name
+SHA = "a" * 40
+HOUR = T0.replace(minute=0)
+
+
+@pytest.fixture
+def acme(container: Container) -> Repository:
+    return container.admin.add_repository(
+        org_slug="acme", ref=REPO, git_url="/nonexistent", ci_command=None
+    )
+
+
+@pytest.fixture
+def globex(container: Container) -> Repository:
+    """Another org's repository, registered under the very same name."""
+    return container.admin.add_repository(
+        org_slug="globex", ref=REPO, git_url="/nonexistent", ci_command=None
+    )
+
+
+def a_test(repository: Repository, name: str, test_id: str = SHARED) -> TestCase:
+    return TestCase(
+        id=test_id,
+        repository_id=repository.id,
+        name=name,
+        classname="pkg.Thing",
+        parent="suite",
+        file="tests/test_thing.py",
+        variant="",
+        status=TestStatus.HEALTHY,
+        status_reason="healthy",
+        status_at=T0,
+        first_seen_at=T0,
+        last_seen_at=T0,
+    )
+
+
+def an_upload(repository: Repository, upload_id: str, **fields: Any) -> UploadRecord:
+    values: dict[str, Any] = {
+        "id": upload_id,
+        "repository_id": repository.id,
+        "commit_sha": SHA,
+        "branch": "main",
+        "pr_number": 7,
+        "job_url": None,
+        "run_id": None,
+        "variant": "",
+        "received_at": T0,
+        "files": 1,
+        "tests": 1,
+        "results": 1,
+        "failed": 1,
+        "skipped": 0,
+        "excluded": False,
+        **fields,
+    }
+    return UploadRecord(**values)
+
+
+def store_everything(
+    store: FlakyStore, repository: Repository, *, name: str, upload_id: str, summary: str
+) -> None:
+    """`repository`'s test SHARED with a failed result, rollups, a status change, a status,
+    a manual flag, an override, a ticket and settings: every write the store has.
+    """
+    repository_id = repository.id
+    store.save_settings(
+        repository_id,
+        FlakySettings(quarantine=QuarantineSettings(enabled=True, auto_quarantine_flaky=True)),
+        at=T0,
+    )
+    store.ensure_tests(repository_id, [a_test(repository, name)], seen_at=T0)
+    upload = an_upload(repository, upload_id)
+    store.add_upload(upload)
+    store.add_results(upload, [ResultRecord(SHARED, "failed", 1, 10, summary)])
+    store.add_to_rollups(
+        repository_id,
+        [HourDelta(SHARED, HOUR, "main", 2, 1, T0)],
+        [CommitDelta(SHARED, SHA, "main", 7, 1, 1, T0)],
+        [FailureDelta(SHARED, HOUR.replace(hour=0), summary[:32], summary, 1, T0)],
+    )
+    monitors = {
+        "pass_on_retry": MonitorState(
+            active=True, since=T0, reason=summary, classification=TestStatus.FLAKY
+        )
+    }
+    store.save_statuses(
+        repository_id, [SavedStatus(SHARED, TestStatus.FLAKY, summary, T0, monitors)]
+    )
+    store.add_status_change(repository_id, StatusChange(SHARED, T0, TestStatus.FLAKY, summary))
+    store.set_manual_flag(repository_id, SHARED, ManualFlag(summary, T0))
+    store.set_override(repository_id, SHARED, QuarantineOverride.ALWAYS, at=T0)
+    store.set_ticket(repository_id, SHARED, f"{name}-1")
+
+
+def everything_read(uow: UnitOfWork, repository: Repository) -> dict[str, Any]:
+    """Every read of the store and the listings about `repository`'s test SHARED."""
+    store, listings, repository_id = uow.flaky, uow.flaky_listings, repository.id
+    settings = store.settings(repository_id)
+    since = T0 - timedelta(days=7)
+    end = T0 + timedelta(hours=1)
+    return {
+        "test": store.test(repository_id, SHARED),
+        "tests": store.tests(repository_id, [SHARED]),
+        "settings": settings,
+        "mixed": store.mixed_on_commit(repository_id, [SHARED], SHA),
+        "buckets": store.buckets(repository_id, [SHARED], since),
+        "commits": store.commits(repository_id, [SHARED], since),
+        "unhealthy": store.unhealthy_ids(repository_id),
+        "quarantined": store.quarantined_ids(repository_id, settings, [SHARED]),
+        "history": listings.status_history(repository_id, SHARED),
+        "rates": listings.failure_rates(repository_id, [SHARED], now=end),
+        "impacted": listings.pull_requests_impacted(repository_id, [SHARED], since),
+        "failures": listings.failure_counts(repository_id, [SHARED], since),
+        "failing": listings.page_failing(repository_id, since, end, offset=0, limit=10),
+        "flaky": listings.page_by_status(repository_id, TestStatus.FLAKY, offset=0, limit=10),
+        "quarantine_list": listings.page_quarantined(repository_id, settings, offset=0, limit=10),
+    }
+
+
+def test_one_test_id_in_two_repositories_is_two_tests(
+    container: Container, acme: Repository, globex: Repository
+) -> None:
+    with container.unit_of_work() as uow:
+        uow.flaky.ensure_tests(acme.id, [a_test(acme, "acme_name")], seen_at=T0)
+        uow.flaky.ensure_tests(globex.id, [a_test(globex, "globex_name")], seen_at=T0)
+        uow.commit()
+    with container.unit_of_work() as uow:
+        acme_test, globex_test = (uow.flaky.test(r.id, SHARED) for r in (acme, globex))
+        assert acme_test is not None
+        assert globex_test is not None
+        assert (acme_test.name, globex_test.name) == ("acme_name", "globex_name")
+        assert uow.flaky.tests(acme.id, [SHARED])[SHARED].name == "acme_name"
+        assert uow.flaky.tests(globex.id, [SHARED])[SHARED].name == "globex_name"
+
+
+def test_every_write_of_one_repository_leaves_the_others_test_as_it_was(
+    container: Container, acme: Repository, globex: Repository
+) -> None:
+    with container.unit_of_work() as uow:
+        store_everything(uow.flaky, acme, name="acme", upload_id="u-acme", summary="acme failed")
+        uow.commit()
+    with container.unit_of_work() as uow:
+        before = everything_read(uow, acme)
+    assert before["test"] is not None
+    assert before["test"].ticket == "acme-1"
+
+    with container.unit_of_work() as uow:
+        store_everything(
+            uow.flaky, globex, name="globex", upload_id="u-globex", summary="injected by globex"
+        )
+        uow.flaky.set_override(globex.id, SHARED, QuarantineOverride.NEVER, at=T0)
+        uow.flaky.set_manual_flag(globex.id, SHARED, None)
+        uow.commit()
+
+    with container.unit_of_work() as uow:
+        assert everything_read(uow, acme) == before
+        theirs = everything_read(uow, globex)
+    assert theirs["test"] is not None
+    assert (theirs["test"].name, theirs["test"].ticket) == ("globex", "globex-1")
+    assert theirs["test"].quarantine_override is QuarantineOverride.NEVER
+    assert theirs["test"].manual_flag is None
+    assert [failure.summary for failure in theirs["failures"][SHARED]] == ["injected by globex"]
+    assert theirs["rates"][SHARED].runs_7d == 2  # globex's own runs, not acme's added in
+
+
+def test_writes_naming_a_test_the_repository_lacks_change_nothing(
+    container: Container, acme: Repository, globex: Repository
+) -> None:
+    with container.unit_of_work() as uow:
+        store_everything(uow.flaky, acme, name="acme", upload_id="u-acme", summary="acme failed")
+        uow.commit()
+    with container.unit_of_work() as uow:
+        before = everything_read(uow, acme)
+
+    with container.unit_of_work() as uow:
+        store = uow.flaky
+        store.save_statuses(globex.id, [SavedStatus(SHARED, TestStatus.BROKEN, "globex", T0, {})])
+        store.set_manual_flag(globex.id, SHARED, None)
+        store.set_override(globex.id, SHARED, QuarantineOverride.NEVER, at=T0)
+        store.set_ticket(globex.id, SHARED, "GLOBEX-1")
+        assert store.test(globex.id, SHARED) is None
+        assert store.tests(globex.id, [SHARED]) == {}
+        uow.commit()
+
+    with container.unit_of_work() as uow:
+        assert everything_read(uow, acme) == before
+
+
+@pytest.mark.parametrize("row", ["result", "hour", "commit", "failure", "status_change"])
+def test_the_schema_refuses_a_row_under_another_repositorys_test(
+    container: Container, acme: Repository, globex: Repository, row: str
+) -> None:
+    with container.unit_of_work() as uow:
+        uow.flaky.ensure_tests(acme.id, [a_test(acme, "acme_name")], seen_at=T0)
+        uow.flaky.add_upload(an_upload(globex, "u-globex"))
+        uow.commit()
+    with container.unit_of_work() as uow:
+        store = uow.flaky
+        writes = {
+            "result": lambda: store.add_results(
+                an_upload(globex, "u-globex"), [ResultRecord(SHARED, "failed", 1, None, None)]
+            ),
+            "hour": lambda: store.add_to_rollups(
+                globex.id, [HourDelta(SHARED, HOUR, "main", 1, 1, T0)], [], []
+            ),
+            "commit": lambda: store.add_to_rollups(
+                globex.id, [], [CommitDelta(SHARED, SHA, "main", None, 0, 1, T0)], []
+            ),
+            "failure": lambda: store.add_to_rollups(
+                globex.id, [], [], [FailureDelta(SHARED, HOUR, "k", "boom", 1, T0)]
+            ),
+            "status_change": lambda: (
+                store.add_status_change(globex.id, StatusChange(SHARED, T0, TestStatus.FLAKY, "x")),
+                uow.commit(),
+            ),
+        }
+        with pytest.raises(IntegrityError):
+            writes[row]()
+
+
+def test_tests_of_another_repository_are_refused_by_ensure_tests(
+    container: Container, acme: Repository, globex: Repository
+) -> None:
+    with container.unit_of_work() as uow, pytest.raises(ValueError, match="repositories"):
+        uow.flaky.ensure_tests(acme.id, [a_test(globex, "stray")], seen_at=T0)
+
+
+def test_the_sweep_sees_each_repositorys_unhealthy_tests_under_that_repository(
+    container: Container, acme: Repository, globex: Repository
+) -> None:
+    other = "0b1d2e3f-4a5b-5c6d-8e7f-8091a2b3c4d5"
+    with container.unit_of_work() as uow:
+        uow.flaky.ensure_tests(acme.id, [a_test(acme, "a"), a_test(acme, "b", other)], seen_at=T0)
+        uow.flaky.ensure_tests(globex.id, [a_test(globex, "c")], seen_at=T0)
+        flaky = [SavedStatus(SHARED, TestStatus.FLAKY, "x", T0, {})]
+        uow.flaky.save_statuses(acme.id, flaky)
+        uow.flaky.save_statuses(globex.id, [replace(flaky[0], status=TestStatus.BROKEN)])
+        uow.commit()
+    with container.unit_of_work() as uow:
+        assert dict(uow.flaky.unhealthy_by_repository()) == {
+            acme.id: [SHARED],
+            globex.id: [SHARED],
+        }
+        assert uow.flaky.unhealthy_ids(acme.id) == [SHARED]
+        assert uow.flaky.tests(globex.id, [SHARED])[SHARED].status is TestStatus.BROKEN
+        assert uow.flaky.tests(acme.id, [SHARED])[SHARED].status is TestStatus.FLAKY
+        assert uow.flaky.tests(acme.id, [other])[other].status is TestStatus.HEALTHY
