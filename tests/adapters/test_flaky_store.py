@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +33,7 @@ from keepgreen.core.flaky.monitors import ManualFlag, MonitorState, TestStatus
 from keepgreen.core.flaky.quarantine import QuarantineOverride, QuarantineSettings
 from keepgreen.core.model import Repository
 from tests.support.builders import T0
+from tests.support.gitrepo import GitRepo
 from tests.support.wire import REPO
 
 SHARED = "5e1f0c3a-9b7e-5d2c-8a41-0c6f3b2a1d90"  # a v5 UUID both repositories' reports name
@@ -40,17 +42,17 @@ HOUR = T0.replace(minute=0)
 
 
 @pytest.fixture
-def acme(container: Container) -> Repository:
+def acme(container: Container, tmp_path: Path) -> Repository:
     return container.admin.add_repository(
-        org_slug="acme", ref=REPO, git_url="/nonexistent", ci_command=None
+        org_slug="acme", ref=REPO, git_url=str(GitRepo(tmp_path / "acme").path), ci_command=None
     )
 
 
 @pytest.fixture
-def globex(container: Container) -> Repository:
+def globex(container: Container, tmp_path: Path) -> Repository:
     """Another org's repository, registered under the very same name."""
     return container.admin.add_repository(
-        org_slug="globex", ref=REPO, git_url="/nonexistent", ci_command=None
+        org_slug="globex", ref=REPO, git_url=str(GitRepo(tmp_path / "globex").path), ci_command=None
     )
 
 

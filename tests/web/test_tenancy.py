@@ -107,12 +107,17 @@ ACME_SHA = "a" * 40
 
 
 @pytest.fixture
-def acme(client: TestClient, token: str, registered_repo: GitRepo, container: Container) -> Tenant:
+def acme(
+    client: TestClient, token: str, registered_repo: GitRepo, container: Container, tmp_path: Path
+) -> Tenant:
     """acme with three tests: test_victim healthy, always quarantined, with a ticket;
     test_racy flaky (passed on retry); test_flagged flagged flaky by hand; quarantining on.
     """
     container.admin.add_repository(
-        org_slug="acme", ref=GADGETS, git_url=str(registered_repo.path), ci_command=None
+        org_slug="acme",
+        ref=GADGETS,
+        git_url=str(GitRepo(tmp_path / "gadgets").path),
+        ci_command=None,
     )
     tenant = Tenant(client, token, "acme")
     tenant.uploaded(
