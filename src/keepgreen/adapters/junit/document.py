@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 # lxml ships no type stubs: its objects are `Any` in this module, and the parser sees the tree
@@ -29,7 +29,7 @@ MAX_DEPTH = 64  # levels of elements, the root being level 1
 MAX_NODES = 2_000_000
 MAX_TEST_CASES = 200_000  # testcase elements per report, named or not
 _MAX_PROBLEM_CHARS = 300
-GZIP_MAGIC = b"\x1f\x8b"
+_GZIP_MAGIC = b"\x1f\x8b"
 _INFLATE_STEP = 1024 * 1024  # output bytes per inflate call, so a bomb stops near the limit
 _FEED_STEP = 256 * 1024  # bytes per feed of the parser
 
@@ -75,8 +75,36 @@ def _hardened_parser() -> Any:
     )
 
 
+def _counting_parser() -> Any:
+    """A parser as hardened as the other, calling a counter for each element, building nothing."""
+    return etree.XMLParser(
+        target=_NodeCounter(),
+        resolve_entities=False,
+        no_network=True,
+        load_dtd=False,
+        huge_tree=False,
+        dtd_validation=False,
+    )
+
+
+def report_bytes(filename: str, data: bytes) -> bytes:
+    """A report's XML as uploaded, gzip or plain (told apart by its first bytes), inflated and
+    checked for size and encoding; raises ReportError when it cannot be read.
+    """
+    if data[:2] == _GZIP_MAGIC:
+        data = _gunzip(filename, data)
+    elif len(data) > MAX_REPORT_BYTES:
+        raise ReportError(filename, f"larger than {_MAX_REPORT_MIB} MiB")
+    if not data.strip():
+        raise ReportError(filename, "the file is empty")
+    _check_encoding(filename, data)
+    _check_node_count(filename, data)
+    return data
+
+
 def stream_document(filename: str, data: bytes) -> Iterator[tuple[str, XmlElement]]:
-    """The ("start" | "end", element) events of a report, gzip or plain, checked as they come.
+    """The ("start" | "end", element) events of a report's XML (from report_bytes), checked as
+    they come.
 
     Raises ReportError, at the first event past a limit, for anything but a bounded,
     well-formed, entity-free XML document whose root is `testsuites` or `testsuite` and which
@@ -84,13 +112,6 @@ def stream_document(filename: str, data: bytes) -> Iterator[tuple[str, XmlElemen
     caller has read an "end" event, that element is dropped, so memory does not grow with the
     document (the caller reads an element's text and attributes at its events, not later).
     """
-    if data[:2] == GZIP_MAGIC:
-        data = _gunzip(filename, data)
-    elif len(data) > MAX_REPORT_BYTES:
-        raise ReportError(filename, f"larger than {_MAX_REPORT_MIB} MiB")
-    if not data.strip():
-        raise ReportError(filename, "the file is empty")
-    _check_encoding(filename, data)
     parser = _hardened_parser()
     limits = _Limits(filename)
     try:
@@ -115,34 +136,42 @@ class _Limits:
         self.test_cases = 0
 
     def events(self, events: Iterator[tuple[str, Any]]) -> Iterator[tuple[str, XmlElement]]:
-        filename = self.filename
-        for event, element in events:
-            if event == "start":
-                self.nodes += 1 + len(element.attrib)
-                if self.nodes > MAX_NODES:
-                    raise ReportError(filename, f"more than {MAX_NODES:,} elements and attributes")
-                self.depth += 1
-                if self.depth > MAX_DEPTH:
-                    raise ReportError(filename, _DEPTH_PROBLEM)
-                if self.depth == 1:
-                    _check_root(filename, element)
-                if element.tag == "testcase":
-                    self.test_cases += 1
-                    if self.test_cases > MAX_TEST_CASES:
-                        raise ReportError(filename, f"more than {MAX_TEST_CASES:,} test cases")
+        # The counters live in locals for the loop: it runs for every element of the report.
+        filename, nodes, depth, test_cases = self.filename, self.nodes, self.depth, self.test_cases
+        entity = etree.Entity
+        try:
+            for event, element in events:
+                if event == "start":
+                    nodes += 1 + len(element.attrib)
+                    depth += 1
+                    if nodes > MAX_NODES:
+                        raise ReportError(
+                            filename, f"more than {MAX_NODES:,} elements and attributes"
+                        )
+                    if depth > MAX_DEPTH:
+                        raise ReportError(filename, _DEPTH_PROBLEM)
+                    if depth == 1:
+                        _check_root(filename, element)
+                    if element.tag == "testcase":
+                        test_cases += 1
+                        if test_cases > MAX_TEST_CASES:
+                            raise ReportError(filename, f"more than {MAX_TEST_CASES:,} test cases")
+                    yield event, element
+                    continue
+                depth -= 1
+                # Every child element was dropped at its own end, so what is left of the
+                # children are entity references: they stay in the tree when an external DTD
+                # was not loaded.
+                if len(element) and any(child.tag is entity for child in element):
+                    raise ReportError(filename, "entity references are not allowed")
                 yield event, element
-                continue
-            self.depth -= 1
-            # Every child element was dropped at its own end, so what is left of the children
-            # are entity references: they stay in the tree when an external DTD was not loaded.
-            if len(element) and any(child.tag is etree.Entity for child in element):
-                raise ReportError(filename, "entity references are not allowed")
-            yield event, element
-            # Dropped, tail text included, now that the caller has read it.
-            parent = element.getparent()
-            element.clear()
-            if parent is not None:
-                parent.remove(element)
+                # Dropped, tail text included, now that the caller has read it.
+                parent = element.getparent()
+                element.clear()
+                if parent is not None:
+                    parent.remove(element)
+        finally:
+            self.nodes, self.depth, self.test_cases = nodes, depth, test_cases
 
 
 def _check_root(filename: str, root: Any) -> None:
@@ -210,6 +239,43 @@ def _check_encoding(filename: str, data: bytes) -> None:
     name = declared.group(1).decode("ascii", errors="replace")
     if not _COUNTABLE_ENCODING.fullmatch(name):
         raise ReportError(filename, f"the encoding {name[:40]!r} is not supported (use UTF-8)")
+
+
+class _TooManyNodes(Exception):
+    """Raised from inside the counting parse to stop it at the limit."""
+
+
+class _NodeCounter:
+    """A parser target that counts elements and attributes and builds nothing."""
+
+    def __init__(self) -> None:
+        self.nodes = 0
+
+    def start(self, _tag: str, attrib: Mapping[str, str]) -> None:
+        self.nodes += 1 + len(attrib)
+        if self.nodes > MAX_NODES:
+            raise _TooManyNodes
+
+    def close(self) -> int:
+        return self.nodes
+
+
+def _check_node_count(filename: str, data: bytes) -> None:
+    # Every element needs a `<` and every attribute an `=`, so their count bounds the nodes and
+    # takes milliseconds. Only a report with more of them (long logs, or an attack) pays for an
+    # exact count, which streams through the parser and stops at the limit.
+    if data.count(b"<") + data.count(b"=") <= MAX_NODES:
+        return
+    parser = _counting_parser()
+    try:
+        # Fed in slices: libxml2 reads on after a callback raises, to the end of what it was given.
+        for start in range(0, len(data), _FEED_STEP):
+            parser.feed(data[start : start + _FEED_STEP])
+        parser.close()
+    except _TooManyNodes:
+        raise ReportError(filename, f"more than {MAX_NODES:,} elements and attributes") from None
+    except etree.LxmlError as error:
+        raise ReportError(filename, _syntax_problem(error, data)) from None
 
 
 _ENTITY_PROBLEM = "entity declarations are not allowed"

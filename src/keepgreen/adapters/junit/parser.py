@@ -14,11 +14,11 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 
 from keepgreen.adapters.junit.document import (
-    GZIP_MAGIC,
     MAX_REPORT_BYTES,
     MAX_TEST_CASES,
     ReportError,
     XmlElement,
+    report_bytes,
     stream_document,
 )
 from keepgreen.core.flaky.results import MAX_DETAIL_CHARS, MAX_FIELD_CHARS, CaseResult, Outcome
@@ -49,6 +49,7 @@ def parse_report(filename: str, data: bytes, *, max_results: int | None = None) 
     whole cannot be read. Smaller faults cost only what they spoil: a testcase without a name
     is skipped, and a `time` or `timestamp` that does not parse becomes None.
     """
+    data = report_bytes(filename, data)
     if max_results is None:
         max_results = sys.maxsize
     if _may_hold_more(data, max_results):
@@ -71,8 +72,6 @@ def _may_hold_more(data: bytes, budget: int) -> bool:
     """Whether the report may hold more testcases than MAX_TEST_CASES or more results than the
     budget: the count of their opening tags bounds both, and takes milliseconds.
     """
-    if data[:2] == GZIP_MAGIC:
-        return True  # always counted: its bytes are not the document's
     test_cases = data.count(_RESULT_MARKS[0])
     return (
         test_cases > MAX_TEST_CASES
