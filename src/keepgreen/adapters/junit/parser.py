@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import NamedTuple
 
@@ -18,6 +19,7 @@ from keepgreen.adapters.junit.document import (
     MAX_TEST_CASES,
     ReportError,
     XmlElement,
+    count_document,
     report_bytes,
     stream_document,
 )
@@ -80,31 +82,49 @@ def _may_hold_more(data: bytes, budget: int) -> bool:
 
 
 def _count_results(filename: str, data: bytes, budget: int) -> None:
-    """Counts results as the walk finds them, building none; raises TooManyResults past the
-    budget.
+    """Counts testcases and results as the walk finds them, building none; raises ReportError
+    past MAX_TEST_CASES and TooManyResults past the budget.
     """
-    # Per open element: may its children be testcases (it is the root or a suite in one)?
-    holds_cases: list[bool] = []
-    case_depth = 0  # the depth of the testcase being read, 0 outside one
-    named = False
-    count = 0
-    for event, element in stream_document(filename, data):
-        if event == "end":
-            if len(holds_cases) == case_depth:
-                case_depth = 0
-            holds_cases.pop()
-            continue
+    count_document(filename, data, _ResultCounter(filename, budget))
+
+
+class _ResultCounter:
+    """A parser target counting what the walk would read (see _Walk for which elements)."""
+
+    def __init__(self, filename: str, budget: int) -> None:
+        self.filename = filename
+        self.budget = budget
+        # Per open element: may its children be testcases (it is the root or a suite in one)?
+        self.holds_cases: list[bool] = []
+        self.case_depth = 0  # the depth of the testcase being read, 0 outside one
+        self.named = False
+        self.test_cases = 0
+        self.results = 0
+
+    def start(self, tag: str, attrib: Mapping[str, str]) -> None:
+        holds_cases = self.holds_cases
         depth = len(holds_cases) + 1
         in_suite = holds_cases[-1] if holds_cases else True
-        tag = element.tag
-        if in_suite and tag == "testcase":
-            case_depth, named = depth, _field(element.get("name")) is not None
-            count += named
-        elif named and case_depth and depth == case_depth + 1 and tag in _RERUN_TAGS:
-            count += 1
-        if count > budget:
-            raise TooManyResults(filename, budget)
+        if tag == "testcase":
+            self.test_cases += 1
+            if self.test_cases > MAX_TEST_CASES:
+                raise ReportError(self.filename, f"more than {MAX_TEST_CASES:,} test cases")
+            if in_suite:
+                self.case_depth, self.named = depth, _field(attrib.get("name")) is not None
+                self.results += self.named
+        elif self.named and self.case_depth and depth == self.case_depth + 1:
+            self.results += tag in _RERUN_TAGS
+        if self.results > self.budget:
+            raise TooManyResults(self.filename, self.budget)
         holds_cases.append(in_suite and tag in ("testsuite", "testsuites"))
+
+    def end(self, _tag: str) -> None:
+        if len(self.holds_cases) == self.case_depth:
+            self.case_depth = 0
+        self.holds_cases.pop()
+
+    def close(self) -> int:
+        return self.results
 
 
 # The records below are NamedTuples, not frozen dataclasses: a report holds up to 200,000
