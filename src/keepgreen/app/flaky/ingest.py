@@ -246,6 +246,20 @@ class IngestService:
     ) -> UploadSummary:
         if not files:
             raise InvalidInput("missing_file", "file: an upload needs at least one JUnit report")
+        parsed = self._read(files)
+        with self._unit_of_work() as uow:
+            repository = find_repository(uow, org_id, metadata.repo)
+            owners = (
+                self._owners.from_text(metadata.codeowners)
+                if metadata.codeowners is not None
+                else self._owners.from_repository(repository)
+            )
+            summary = self._store(uow, repository, org_slug, metadata, parsed, owners)
+            uow.commit()
+        return summary
+
+    def _read(self, files: Sequence[ReportFile]) -> list[tuple[str, list[_Kept]]]:
+        """Every report's results, read against the upload's limits before anything is stored."""
         parsed: list[tuple[str, list[_Kept]]] = []
         total = text = 0
         for report in files:
@@ -273,16 +287,7 @@ class IngestService:
                     "text, the limit per upload; send its reports in several uploads",
                 )
             parsed.append((report.filename, kept))
-        with self._unit_of_work() as uow:
-            repository = find_repository(uow, org_id, metadata.repo)
-            owners = (
-                self._owners.from_text(metadata.codeowners)
-                if metadata.codeowners is not None
-                else self._owners.from_repository(repository)
-            )
-            summary = self._store(uow, repository, org_slug, metadata, parsed, owners)
-            uow.commit()
-        return summary
+        return parsed
 
     def _store(
         self,
