@@ -16,13 +16,13 @@ from keepgreen.adapters.ci.sandbox import make_sandbox
 from keepgreen.adapters.db.engine import make_engine, migrate
 from keepgreen.adapters.db.uow import SqlUnitOfWork
 from keepgreen.adapters.git.local_host import LocalGitHost, local_path, locate_repository
-from keepgreen.adapters.junit import ReportError, parse_report
+from keepgreen.adapters.junit import ReportError, TooManyResults, parse_report
 from keepgreen.adapters.owners import OwnersFile, read_codeowners
 from keepgreen.app.admin import AdminService
 from keepgreen.app.engine import QueueEngine
 from keepgreen.app.errors import InvalidInput
 from keepgreen.app.flaky.detection import Detector, Housekeeping
-from keepgreen.app.flaky.ingest import IngestService
+from keepgreen.app.flaky.ingest import IngestService, ResultLimitReached
 from keepgreen.app.flaky.manage import FlakyManageService
 from keepgreen.app.flaky.reads import FlakyReadService
 from keepgreen.app.metrics import MetricsService
@@ -45,10 +45,12 @@ def new_uuid() -> str:
     return str(uuid.uuid4())
 
 
-def parse_junit(filename: str, data: bytes) -> list[CaseResult]:
+def parse_junit(filename: str, data: bytes, *, max_results: int) -> list[CaseResult]:
     """The JUnit parser, its refusals as the 400 that names the file."""
     try:
-        return parse_report(filename, data)
+        return parse_report(filename, data, max_results=max_results)
+    except TooManyResults:
+        raise ResultLimitReached from None
     except ReportError as error:
         raise InvalidInput("invalid_report", f"file {error}") from error
 

@@ -262,9 +262,21 @@ def test_a_json_value_that_is_not_an_object_is_400(queue: Api, content: bytes) -
     assert response.json()["error"]["message"] == "the request body must be a JSON object"
 
 
-def test_deeply_nested_json_is_400(queue: Api) -> None:
+@pytest.mark.parametrize("verb", ["getQueue", "updateQueue", "setImpactedTargets"])
+def test_deeply_nested_json_is_400(queue: Api, verb: str) -> None:
     content = b'{"repo": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
-    assert_error(post_raw(queue.client, "getQueue", content, queue.token), 400, "malformed_json")
+    message = assert_error(
+        post_raw(queue.client, verb, content, queue.token), 400, "malformed_json"
+    )
+    assert message.startswith("the request body is nested too deeply")
+
+
+def test_json_nested_as_deep_as_the_parser_reads_is_400(queue: Api) -> None:
+    # 900 levels parse; validation then refuses the list where a string belongs.
+    body = b'{"repo": {"host": "h", "owner": "o", "name": "n"}, "targetBranch": "main", '
+    body += b'"requiredStatuses": ' + b"[" * 900 + b"]" * 900 + b"}"
+    message = assert_error(post_raw(queue.client, "updateQueue", body, queue.token), 400)
+    assert message.startswith("requiredStatuses")
 
 
 def test_401_wins_over_deeply_nested_json(client: TestClient) -> None:
@@ -602,3 +614,130 @@ def test_a_since_at_either_end_of_time(with_pr: Api, since: str, listed: list[in
     response = with_pr.post("listPullRequests", targetBranch="main", since=since)
     assert response.status_code == 200, response.text
     assert [p["prNumber"] for p in response.json()["pullRequests"]] == listed
+
+
+# -- text that is not Unicode (issue 10) -------------------------------------------------------
+
+SURROGATE = "\ud800"
+
+
+def string_leaves(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """The path of every string in a JSON value."""
+    if isinstance(value, str):
+        yield path
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from string_leaves(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from string_leaves(item, (*path, index))
+
+
+def with_leaf(value: Any, path: tuple[Any, ...], leaf: str) -> Any:
+    if not path:
+        return leaf
+    copy = json.loads(json.dumps(value))
+    copy[path[0]] = with_leaf(value[path[0]], path[1:], leaf)
+    return copy
+
+
+def post_escaped(api: Api, verb: str, body: dict[str, Any]) -> Any:
+    # json.dumps escapes the surrogate (`"\ud800"`), as any JSON client sends it.
+    return post_raw(api.client, verb, json.dumps(body).encode(), api.token)
+
+
+@pytest.mark.parametrize("verb", POST_VERBS)
+def test_a_lone_surrogate_in_any_string_of_a_body_is_a_400_naming_it(
+    with_pr: Api, verb: str
+) -> None:
+    body = body_of(verb)
+    for path in string_leaves(body):
+        field = ".".join(str(part) for part in path if not isinstance(part, int))
+        response = post_escaped(with_pr, verb, with_leaf(body, path, f"x{SURROGATE}"))
+        message = assert_error(response, 400, "invalid_request")
+        assert message.startswith(f"{field}: "), (verb, path, message)
+        assert "lone surrogate" in message
+
+
+@pytest.mark.parametrize(
+    ("verb", "fields", "message"),
+    [
+        ("getQueue", {"targetBranch": SURROGATE}, "targetBranch: must be valid Unicode text"),
+        (
+            "updateQueue",
+            {"targetBranch": "main", "requiredStatuses": ["ci", f"lint{SURROGATE}"]},
+            "requiredStatuses: item 1 must be valid Unicode text",
+        ),
+        (
+            "setCommitStatus",
+            {"sha": SHA, "context": f"ci{SURROGATE}", "state": "success"},
+            "context: must be valid Unicode text",
+        ),
+        (
+            "setCommitStatus",
+            {"sha": SHA, "context": "ci", "state": "success", "description": SURROGATE},
+            "description: must be valid Unicode text",
+        ),
+        (
+            "setImpactedTargets",
+            {
+                "targetBranch": "main",
+                "pr": {"number": 1, "sha": SHA},
+                "impactedTargets": ["//a", SURROGATE],
+            },
+            "impactedTargets: item 1 must be valid Unicode text",
+        ),
+    ],
+)
+def test_the_issues_lone_surrogates_are_a_400(
+    with_pr: Api, verb: str, fields: dict[str, Any], message: str
+) -> None:
+    response = post_escaped(with_pr, verb, {"repo": dict(REPO_JSON), **fields})
+
+    assert assert_error(response, 400, "invalid_request").startswith(message)
+    assert "lone surrogate (\\ud800)" in response.json()["error"]["message"]
+
+
+def test_nothing_was_stored_from_a_refused_surrogate(with_pr: Api) -> None:
+    body = {"repo": dict(REPO_JSON), "targetBranch": "main", "requiredStatuses": [SURROGATE]}
+    assert_error(post_escaped(with_pr, "updateQueue", body), 400)
+
+    assert get_queue(with_pr)["requiredStatuses"] == []
+
+
+def test_a_surrogate_in_metrics_query_parameters_is_not_a_500(with_pr: Api) -> None:
+    # Percent-decoding replaces what is not UTF-8, so a query cannot carry a lone surrogate;
+    # the encoded bytes of one are refused as a name like any other bad byte.
+    response = with_pr.client.get(
+        "/v1/getMergeQueueMetrics?repo=acme/wid%ED%A0%80&repoHost=github.com",
+        headers={"x-api-token": with_pr.token},
+    )
+    assert response.status_code in (400, 404), response.text
+    assert_error(response, response.status_code)
+
+
+def request_models() -> list[type[Any]]:
+    from keepgreen.web import flaky_schemas, schemas  # noqa: F401 (every request model)
+
+    found, pending = [], [schemas.Request]
+    while pending:
+        model = pending.pop()
+        found.append(model)
+        pending.extend(model.__subclasses__())
+    return found
+
+
+def test_every_field_of_every_request_model_refuses_a_lone_surrogate() -> None:
+    # One shared validator covers every field, so a field added later is covered too.
+    from pydantic import ValidationError
+
+    checked = 0
+    for model in request_models():
+        for name in model.model_fields:
+            for value in (SURROGATE, ["ok", SURROGATE]):
+                with pytest.raises(ValidationError) as caught:
+                    model.model_validate({name: value})
+                [error] = [e for e in caught.value.errors() if e["loc"] == (name,)]
+                assert "lone surrogate" in error["msg"], (model, name)
+                checked += 1
+    assert checked > 100

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
+import uuid
 from datetime import timedelta
 from typing import Any
 from xml.sax.saxutils import quoteattr
@@ -707,3 +709,117 @@ def test_times_beyond_what_utc_can_hold_are_a_400_not_a_crash(flaky: Flaky) -> N
         page_query={"page_size": 10},
     )
     assert "end_time" in assert_error(response, 400)
+
+
+# -- bounded uploads and text that is not Unicode (issue 10) ----------------------------------
+
+
+def rerun_flood(reruns: int) -> bytes:
+    """A gzipped report of one testcase with `reruns` reruns: a result for a few bytes each."""
+    return gzip.compress(
+        b'<testsuite><testcase name="t">' + b"<rerunFailure/>" * reruns + b"</testcase></testsuite>"
+    )
+
+
+def test_an_upload_past_the_result_limit_is_refused_before_the_rest_is_read(
+    flaky: Flaky,
+) -> None:
+    # The issue's upload: 7.6 million results in four reports were all read (103 s, 1.7 GB)
+    # before the 400. Now the first report is read up to its 200,001st result, and no further.
+    started = time.monotonic()
+    response = flaky.upload(*[rerun_flood(1_900_000)] * 4, names=[f"r{i}.xml.gz" for i in range(4)])
+    elapsed = time.monotonic() - started
+
+    message = assert_error(response, 400, "too_many_results")
+    assert message.startswith("file r0.xml.gz: the upload holds more than 200,000 results")
+    assert elapsed < 10  # about 1 s; reading it all took minutes
+    assert flaky.failing() == []
+
+
+def test_the_result_limit_is_the_uploads_not_each_reports(flaky: Flaky) -> None:
+    # 100,000 + 100,001 testcases: each report is within every limit of its own.
+    first = b"<testsuite>" + b'<testcase name="a"/>' * 100_000 + b"</testsuite>"
+    second = b"<testsuite>" + b'<testcase name="b"/>' * 100_001 + b"</testsuite>"
+
+    response = flaky.upload(first, second, names=["first.xml", "second.xml"])
+
+    message = assert_error(response, 400, "too_many_results")
+    assert message.startswith("file second.xml: the upload holds more than 200,000 results")
+    assert flaky.failing() == []
+
+
+SURROGATES = ["\ud800", "a\udfffb", "\udbff"]
+
+
+@pytest.mark.parametrize("surrogate", SURROGATES, ids=ascii)
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("branch", "main{}"),
+        ("variant", "linux{}"),
+        ("run_id", "{}"),
+        ("job_url", "https://ci.example.com/{}"),
+        ("codeowners", "* @acme/{}"),
+        ("org_url_slug", "acme{}"),
+        ("commit_sha", "{}"),
+    ],
+)
+def test_a_lone_surrogate_in_upload_metadata_is_a_400_naming_the_field(
+    flaky: Flaky, field: str, value: str, surrogate: str
+) -> None:
+    response = flaky.upload(report(case("test_a")), **{field: value.format(surrogate)})
+
+    message = assert_error(response, 400)
+    assert message.startswith(f"metadata.{field}: must be valid Unicode text"), message
+    assert flaky.failing() == []
+
+
+def test_a_lone_surrogate_in_the_uploads_repo_is_a_400(flaky: Flaky) -> None:
+    response = flaky.upload(report(case("test_a")), repo={**REPO_JSON, "owner": "acme\ud800"})
+
+    assert assert_error(response, 400).startswith("metadata.repo.owner: must be valid Unicode")
+
+
+def test_upload_metadata_nested_100_000_deep_is_a_400(flaky: Flaky) -> None:
+    nested = '{"repo": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    response = flaky.client.post(
+        "/v1/flaky-tests/upload",
+        headers=flaky.headers,
+        data={"metadata": nested},
+        files=[("file", ("r.xml", report(case("test_a")), "application/xml"))],
+    )
+
+    assert assert_error(response, 400) == (
+        "metadata: is nested too deeply (JSON arrays and objects more than several hundred "
+        "levels deep)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "fields", "named"),
+    [
+        ("flag-test", {"test_id": str(uuid.uuid4()), "flaky": True, "reason": "\ud800"}, "reason"),
+        (
+            "link-ticket-to-test-case",
+            {"test_case_id": str(uuid.uuid4()), "external_ticket_id": "KAN-\ud800"},
+            "external_ticket_id",
+        ),
+        (
+            "list-quarantined-tests",
+            {"page_query": {"page_size": 5, "page_token": "\udc00"}},
+            "page_query.page_token",
+        ),
+        ("get-settings", {"org_url_slug": "\ud800"}, "org_url_slug"),
+    ],
+)
+def test_a_lone_surrogate_in_a_flaky_test_request_is_a_400_naming_the_field(
+    flaky: Flaky, path: str, fields: dict[str, Any], named: str
+) -> None:
+    body = {"repo": dict(REPO_JSON), "org_url_slug": "acme", **fields}
+    response = flaky.client.post(
+        f"/v1/flaky-tests/{path}",
+        headers={**flaky.headers, "content-type": "application/json"},
+        content=json.dumps(body).encode(),  # the surrogate escaped, as a client would send it
+    )
+
+    assert assert_error(response, 400).startswith(f"{named}: must be valid Unicode text")

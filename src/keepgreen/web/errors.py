@@ -15,6 +15,10 @@ from keepgreen.app.errors import Conflict, InvalidInput, KeepgreenError, NotFoun
 
 log = logging.getLogger(__name__)
 
+# Python's JSON parser recurses once per level of arrays and objects, up to the interpreter's
+# recursion limit (1000 by default); no request of the API nests more than a few levels.
+TOO_DEEP = "is nested too deeply (JSON arrays and objects more than several hundred levels deep)"
+
 _STATUS_OF: dict[type[KeepgreenError], int] = {
     InvalidInput: 400,
     NotFound: 404,
@@ -98,6 +102,8 @@ def install_error_handlers(app: FastAPI) -> None:
             # JSON parser) with a bare 400: answer it as malformed JSON, after authentication.
             if await request.app.state.authenticate(request) is None:
                 return await _unauthorized(request, Unauthorized())
+            if isinstance(error.__cause__, RecursionError):
+                return error_response(400, "malformed_json", f"the request body {TOO_DEEP}")
             return error_response(400, "malformed_json", "the request body is not valid JSON")
         code = _CODE_OF_STATUS.get(error.status_code, "http_error")
         message = error.detail if isinstance(error.detail, str) else "request refused"

@@ -9,7 +9,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictStr,
+    WithJsonSchema,
+    field_validator,
+)
 
 from keepgreen.core.enums import (
     CommitState,
@@ -42,11 +50,19 @@ from keepgreen.web.wire import (
     PrNumber,
     Sha,
     Take,
+    refuse_lone_surrogates,
 )
 
 
 class Request(BaseModel):
     model_config = ConfigDict(extra="ignore")
+
+    # Every field of every request body, in one place: a text that cannot be encoded is refused
+    # at the edge, naming its field, before any other check or service sees it.
+    @field_validator("*", mode="before")
+    @classmethod
+    def _valid_unicode(cls, value: Any) -> Any:
+        return refuse_lone_surrogates(value)
 
 
 class Response(BaseModel):

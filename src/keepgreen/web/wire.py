@@ -6,6 +6,7 @@ every other field takes exactly its JSON type (no "true" for true, no 1.5 for 1)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -91,6 +92,31 @@ def _no_control_characters(value: str) -> str:
     # PostgreSQL text cannot hold NUL; no name needs any control character.
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
         raise ValueError("must not contain control characters")
+    return value
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def refuse_lone_surrogates(value: Any) -> Any:
+    """`value` as it is, unless it (or an item of it) holds a lone surrogate.
+
+    JSON may escape one (`"\\ud800"`) and Python then decodes it into a `str` no encoding
+    writes, so it would fail later (storing it, or writing it into a response). Dicts are left
+    to the request model they are validated as, which checks its own fields.
+    """
+    if isinstance(value, str):
+        found = _LONE_SURROGATE.search(value)
+        if found is not None:
+            raise ValueError(
+                f"must be valid Unicode text, and holds a lone surrogate (\\u{ord(found[0]):x})"
+            )
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            try:
+                refuse_lone_surrogates(item)
+            except ValueError as error:
+                raise ValueError(f"item {index} {error}") from None
     return value
 
 

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import pytest
 
-from keepgreen.adapters.junit import MAX_REPORT_BYTES, ReportError, parse_report
+from keepgreen.adapters.junit import MAX_REPORT_BYTES, ReportError, TooManyResults, parse_report
 
 SECRET = "kg-secret-7f3a9c"
 ENTITY_PROBLEM = "entity declarations are not allowed"
@@ -384,3 +384,130 @@ def test_an_oversized_text_node_is_refused_with_the_reason() -> None:
     data += b"</system-out></testcase></testsuite>"
 
     assert refused(data).problem.startswith("a text or attribute is longer than 10 MB (line 1")
+
+
+# --- results: the budget of an upload ---
+
+
+def rerun_flood(reruns: int) -> bytes:
+    """One testcase with `reruns` reruns, gzipped: a result per rerun, for a few bytes each."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    step = 100_000
+    parts = [
+        compressor.compress(b'<testsuite><testcase name="t">'),
+        *(compressor.compress(b"<rerunFailure/>" * step) for _ in range(reruns // step)),
+        compressor.compress(b"</testcase></testsuite>"),
+    ]
+    return b"".join([*parts, compressor.flush()])
+
+
+def test_reading_stops_at_the_first_result_past_the_budget() -> None:
+    # 1.9 million results in 55 KB; the budget is passed at the 200,001st.
+    flood = rerun_flood(1_900_000)
+    assert len(flood) < 100_000
+
+    started = time.monotonic()
+    with pytest.raises(TooManyResults) as caught:
+        parse_report("flood.xml.gz", flood, max_results=200_000)
+
+    assert time.monotonic() - started < 5  # about 0.6 s; the whole report takes ten times that
+    assert caught.value.problem == "more than 200,000 results"
+
+
+def test_the_budget_counts_each_run_of_each_named_testcase() -> None:
+    # Three results: `a` failed then passed on a retry (2), `b` passed (1); nameless `c` and
+    # the testcase inside `properties` are not results.
+    xml = (
+        '<testsuite><testcase name="a"><flakyFailure message="x"/></testcase>'
+        '<testcase name="b"/><testcase><rerunFailure/></testcase>'
+        '<properties><testcase name="not-a-result"/></properties></testsuite>'
+    )
+
+    assert len(parse_report("r.xml", xml.encode(), max_results=3)) == 3
+    with pytest.raises(TooManyResults):
+        parse_report("r.xml", xml.encode(), max_results=2)
+    with pytest.raises(TooManyResults):
+        parse_report("r.xml.gz", gzip.compress(xml.encode()), max_results=2)
+
+
+def peak_of(script: str, *args: str) -> list[str]:
+    """Runs `script` in a fresh interpreter, which prints its lines and then VmHWM in MiB.
+
+    A child's peak is read from VmHWM, which starts afresh at exec; ru_maxrss would count this
+    test process's peak, inherited through fork.
+    """
+    peak = (
+        "\nimport re as _re, pathlib as _p\n"
+        "print(int(_re.search(r'VmHWM:\\s+(\\d+) kB', "
+        "_p.Path('/proc/self/status').read_text())[1]) // 1024)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script + peak, *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return run.stdout.splitlines()
+
+
+# The parse of an upload, in a child: reads every report into memory first (as the upload
+# route does), prints the memory held then, and parses them against one budget.
+UPLOAD_PARSE = """
+import re, sys
+from pathlib import Path
+from keepgreen.adapters.junit import TooManyResults, parse_report
+reports = [path.read_bytes() for path in sorted(Path(sys.argv[1]).iterdir())]
+print(int(re.search(r"VmHWM:\\s+(\\d+) kB", Path("/proc/self/status").read_text())[1]) // 1024)
+kept, total = [], 0
+try:
+    for data in reports:
+        kept.append(parse_report("r.xml", data, max_results=200_000 - total))
+        total += len(kept[-1])
+    print(total)
+except TooManyResults as error:
+    print(error.problem)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads Linux's VmHWM")
+def test_the_issues_oversized_upload_is_refused_in_little_memory(tmp_path: Path) -> None:
+    # Issue 10: 7.4 million results in one upload were all read, at 1.7 GB, before the 400.
+    for index in range(4):
+        (tmp_path / f"{index}.xml.gz").write_bytes(rerun_flood(1_900_000))
+
+    before, problem, peak = peak_of(UPLOAD_PARSE, str(tmp_path))
+
+    assert problem == "more than 200,000 results"
+    # 200,000 results of one testcase share its name: what grows is their list, ~40 MB.
+    assert int(peak) - int(before) < 80
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads Linux's VmHWM")
+def test_the_largest_accepted_upload_is_read_in_bounded_memory(tmp_path: Path) -> None:
+    # 200,000 Java-style testcases with their own names, one in 33 failing with a 40-line
+    # trace: 55 MB in two reports, the result limit of an upload.
+    for part in range(2):
+        with (tmp_path / f"{part}.xml").open("wb") as report:
+            report.write(b'<testsuites><testsuite name="all">')
+            for i in range(part * 100_000, (part + 1) * 100_000):
+                module = f"com.example.product.module{i % 300}"
+                head = (
+                    f'<testcase classname="{module}.ServiceIntegrationTest" '
+                    f'name="handlesCase{i}WithoutFailing" time="0.01" '
+                    f'file="src/test/java/{module.replace(".", "/")}/ServiceIntegrationTest.java"'
+                )
+                if i % 33:
+                    report.write(f"{head}/>".encode())
+                    continue
+                trace = f"at com.example.Frame.method(Frame.java:{i})\n" * 40
+                failure = f'<failure message="expected {i} but was {i + 1}">{trace}</failure>'
+                report.write(f"{head}>{failure}</testcase>".encode())
+            report.write(b"</testsuite></testsuites>")
+
+    before, results, peak = peak_of(UPLOAD_PARSE, str(tmp_path))
+
+    assert results == "200000"
+    # What the parse adds to the reports it was given is the results alone, about 550 bytes
+    # each here (their names, paths and 6,000 traces): the document is never held as a tree.
+    assert int(peak) - int(before) < 200

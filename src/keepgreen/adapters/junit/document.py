@@ -1,10 +1,12 @@
-"""Untrusted report bytes to a checked lxml tree: size limits, gzip, hardened parsing.
+"""Untrusted report bytes to a stream of checked lxml elements: limits, gzip, hardened parsing.
 
-Everything here assumes the bytes come from a stranger. Before the tree is built, the size is
-bounded (also while decompressing), and so are the elements and attributes, because lxml's tree
-takes about 30 times the bytes of a flood of tiny elements. The parser never loads a DTD, an
-external entity or anything over the network, and a document is refused when its DTD declares
-entities, when it still holds entity references, or when it nests too deep.
+Everything here assumes the bytes come from a stranger. The size is bounded before parsing
+(also while decompressing); the document is then read as a stream of events, each checked as it
+comes: elements and attributes, depth and testcases are counted and the parse stops at the first
+one past a limit, and each element is dropped once read, so memory stays flat however many
+results a report holds. The parser never loads a DTD, an external entity or anything over the
+network, and a document is refused when its DTD declares entities or when it holds entity
+references.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Iterator, Mapping
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 # lxml ships no type stubs: its objects are `Any` in this module, and the parser sees the tree
 # through the XmlElement protocol below.
@@ -21,15 +23,15 @@ from lxml import etree  # type: ignore[import-untyped]
 MAX_REPORT_BYTES = 50 * 1024 * 1024  # per report, after decompression
 _MAX_REPORT_MIB = MAX_REPORT_BYTES // (1024 * 1024)
 MAX_DEPTH = 64  # levels of elements, the root being level 1
-# Elements plus attributes. A report at the test-case cap (200,000 cases with four or five
-# attributes each, some with a failure) stays under it; a tree this size takes a few hundred MB,
-# and stays well under libxml2's 10 million nodes per XPath result.
+# Elements plus attributes: a report at the test-case cap (200,000 cases with four or five
+# attributes each, some with a failure) stays under it. Elements are dropped once read, so this
+# bounds the time a report takes, not its memory.
 MAX_NODES = 2_000_000
 MAX_TEST_CASES = 200_000  # testcase elements per report, named or not
 _MAX_PROBLEM_CHARS = 300
 _GZIP_MAGIC = b"\x1f\x8b"
 _INFLATE_STEP = 1024 * 1024  # output bytes per inflate call, so a bomb stops near the limit
-_COUNT_STEP = 256 * 1024  # bytes per feed of the counting parse
+_FEED_STEP = 256 * 1024  # bytes per feed of the parser
 
 
 class ReportError(Exception):
@@ -59,9 +61,10 @@ class XmlElement(Protocol):
     def iterchildren(self, *tags: str) -> Iterator[XmlElement]: ...
 
 
-def _hardened_parser(**options: object) -> Any:
+def _hardened_parser() -> Any:
     """A parser that reads only the bytes it is given: no DTD, entity, file or network access."""
-    return etree.XMLParser(
+    return etree.XMLPullParser(
+        events=("start", "end"),
         resolve_entities=False,
         no_network=True,
         load_dtd=False,
@@ -69,15 +72,44 @@ def _hardened_parser(**options: object) -> Any:
         dtd_validation=False,
         remove_comments=True,
         remove_pis=True,
-        **options,
     )
 
 
-def load_document(filename: str, data: bytes) -> XmlElement:
-    """The root element of a report, gzip or plain, once every check passed.
+class CountingTarget(Protocol):
+    """A parser target: called at each element's start and end tag, it builds nothing."""
 
-    Raises ReportError for anything but a bounded, well-formed, entity-free XML document whose
-    root is `testsuites` or `testsuite` and which holds at most MAX_TEST_CASES testcases.
+    def start(self, tag: str, attrib: Mapping[str, str]) -> None: ...
+
+    def end(self, tag: str) -> None: ...
+
+    def close(self) -> object: ...
+
+
+def count_document(filename: str, data: bytes, target: CountingTarget) -> None:
+    """Runs `target` over the elements of a report's XML (from report_bytes), building nothing
+    (no tree, no element objects): the quickest pass for counting. What the target raises stops
+    the parse and comes out as it is; a syntax error is a ReportError.
+    """
+    parser = etree.XMLParser(
+        target=target,
+        resolve_entities=False,
+        no_network=True,
+        load_dtd=False,
+        huge_tree=False,
+        dtd_validation=False,
+    )
+    try:
+        # Fed in slices: libxml2 reads on after a callback raises, to the end of what it was given.
+        for start in range(0, len(data), _FEED_STEP):
+            parser.feed(data[start : start + _FEED_STEP])
+        parser.close()
+    except etree.LxmlError as error:
+        raise ReportError(filename, _syntax_problem(error, data)) from None
+
+
+def report_bytes(filename: str, data: bytes) -> bytes:
+    """A report's XML as uploaded, gzip or plain (told apart by its first bytes), inflated and
+    checked for size and encoding; raises ReportError when it cannot be read.
     """
     if data[:2] == _GZIP_MAGIC:
         data = _gunzip(filename, data)
@@ -87,20 +119,92 @@ def load_document(filename: str, data: bytes) -> XmlElement:
         raise ReportError(filename, "the file is empty")
     _check_encoding(filename, data)
     _check_node_count(filename, data)
+    return data
+
+
+def stream_document(filename: str, data: bytes) -> Iterator[tuple[str, XmlElement]]:
+    """The ("start" | "end", element) events of a report's XML (from report_bytes), checked as
+    they come.
+
+    Raises ReportError, at the first event past a limit, for anything but a bounded,
+    well-formed, entity-free XML document whose root is `testsuites` or `testsuite` and which
+    holds at most MAX_TEST_CASES testcases. Only the elements still open are kept: once the
+    caller has read an "end" event, that element is dropped, so memory does not grow with the
+    document (the caller reads an element's text and attributes at its events, not later).
+    """
+    parser = _hardened_parser()
+    limits = _Limits(filename)
     try:
-        root = etree.fromstring(data, _hardened_parser())
+        # Fed in slices so that a refusal comes within one slice of the element past a limit,
+        # and the elements built ahead of the events read stay few.
+        for start in range(0, len(data), _FEED_STEP):
+            parser.feed(data[start : start + _FEED_STEP])
+            yield from limits.events(parser.read_events())
+        parser.close()
+        yield from limits.events(parser.read_events())
     except etree.LxmlError as error:
         raise ReportError(filename, _syntax_problem(error, data)) from None
-    _check_entities(filename, root)
-    _check_depth(filename, root)
+
+
+class _Limits:
+    """Checks each event of one document against the limits, and drops elements once read."""
+
+    def __init__(self, filename: str) -> None:
+        self.filename = filename
+        self.nodes = 0
+        self.depth = 0
+        self.test_cases = 0
+
+    def events(self, events: Iterator[tuple[str, Any]]) -> Iterator[tuple[str, XmlElement]]:
+        # The counters live in locals for the loop: it runs for every element of the report.
+        filename, nodes, depth, test_cases = self.filename, self.nodes, self.depth, self.test_cases
+        entity = etree.Entity
+        try:
+            for event, element in events:
+                if event == "start":
+                    nodes += 1 + len(element.attrib)
+                    depth += 1
+                    if nodes > MAX_NODES:
+                        raise ReportError(
+                            filename, f"more than {MAX_NODES:,} elements and attributes"
+                        )
+                    if depth > MAX_DEPTH:
+                        raise ReportError(filename, _DEPTH_PROBLEM)
+                    if depth == 1:
+                        _check_root(filename, element)
+                    if element.tag == "testcase":
+                        test_cases += 1
+                        if test_cases > MAX_TEST_CASES:
+                            raise ReportError(filename, f"more than {MAX_TEST_CASES:,} test cases")
+                    yield event, element
+                    continue
+                depth -= 1
+                # Every child element was dropped at its own end, so what is left of the
+                # children are entity references: they stay in the tree when an external DTD
+                # was not loaded.
+                if len(element) and any(child.tag is entity for child in element):
+                    raise ReportError(filename, "entity references are not allowed")
+                yield event, element
+                # Dropped, tail text included, now that the caller has read it.
+                parent = element.getparent()
+                element.clear()
+                if parent is not None:
+                    parent.remove(element)
+        finally:
+            self.nodes, self.depth, self.test_cases = nodes, depth, test_cases
+
+
+def _check_root(filename: str, root: Any) -> None:
+    # The DTD comes before the root element, so it is whole by the root's start event.
+    # Nothing was resolved (no file, no URL); the document is refused whole so that no entity
+    # text, not even an internal one libxml2 put into an attribute, reaches a result.
+    dtd = root.getroottree().docinfo.internalDTD
+    if dtd is not None and next(dtd.iterentities(), None) is not None:
+        raise ReportError(filename, _ENTITY_PROBLEM)
     if root.tag not in ("testsuites", "testsuite"):
         raise ReportError(
             filename, f"the root element is <{root.tag}>, not <testsuites> or <testsuite>"
         )
-    # Counted in C before a single result is built.
-    if root.xpath("count(//testcase)") > MAX_TEST_CASES:
-        raise ReportError(filename, f"more than {MAX_TEST_CASES:,} test cases")
-    return cast("XmlElement", root)
 
 
 def _gunzip(filename: str, data: bytes) -> bytes:
@@ -172,6 +276,9 @@ class _NodeCounter:
         if self.nodes > MAX_NODES:
             raise _TooManyNodes
 
+    def end(self, _tag: str) -> None:
+        pass
+
     def close(self) -> int:
         return self.nodes
 
@@ -182,40 +289,16 @@ def _check_node_count(filename: str, data: bytes) -> None:
     # exact count, which streams through the parser and stops at the limit.
     if data.count(b"<") + data.count(b"=") <= MAX_NODES:
         return
-    parser = _hardened_parser(target=_NodeCounter())
     try:
-        # Fed in slices: libxml2 reads on after a callback raises, to the end of what it was given.
-        for start in range(0, len(data), _COUNT_STEP):
-            parser.feed(data[start : start + _COUNT_STEP])
-        parser.close()
+        count_document(filename, data, _NodeCounter())
     except _TooManyNodes:
         raise ReportError(filename, f"more than {MAX_NODES:,} elements and attributes") from None
-    except etree.LxmlError as error:
-        raise ReportError(filename, _syntax_problem(error, data)) from None
 
 
 _ENTITY_PROBLEM = "entity declarations are not allowed"
 
 
-def _check_entities(filename: str, root: Any) -> None:
-    # Nothing was resolved (no file, no URL); the document is refused whole so that no entity
-    # text, not even an internal one libxml2 put into an attribute, reaches a result.
-    dtd = root.getroottree().docinfo.internalDTD
-    if dtd is not None and next(dtd.iterentities(), None) is not None:
-        raise ReportError(filename, _ENTITY_PROBLEM)
-    # A reference to an entity of an external DTD, which was not loaded, stays in the tree.
-    if next(root.iter(etree.Entity), None) is not None:
-        raise ReportError(filename, "entity references are not allowed")
-
-
 _DEPTH_PROBLEM = f"elements are nested deeper than {MAX_DEPTH} levels"
-
-
-def _check_depth(filename: str, root: Any) -> None:
-    # libxml2 already stops at 256 levels; an XPath step per level finds anything past ours.
-    too_deep = "boolean(/" + "/".join(["*"] * (MAX_DEPTH + 1)) + ")"
-    if root.xpath(too_deep):
-        raise ReportError(filename, _DEPTH_PROBLEM)
 
 
 _LXML_POSITION = re.compile(r",? line \d+, column \d+$")

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from keepgreen.app.errors import InvalidInput
 from keepgreen.app.flaky.detection import Detector
@@ -34,13 +34,29 @@ from keepgreen.core.model import RepoRef, Repository
 
 # Infrastructure protection needs a sample: one failing test alone is not an outage.
 MIN_TESTS_FOR_INFRASTRUCTURE_CHECK = 10
-MAX_RESULTS_PER_UPLOAD = 500_000
+# Results (runs of tests, reruns included) per upload. Storing is the slow part of an upload,
+# at about 5,000 results a second on SQLite and 2,000 on PostgreSQL on a busy 2-core machine:
+# 200,000 stay within a CI job's patience, and a larger job can split its reports into several
+# uploads. Reading stops at the first result past the limit.
+MAX_RESULTS_PER_UPLOAD = 200_000
+# Characters of text the results of one upload keep: names, paths and failure summaries (a
+# failure's body is summarised as its report is read, then dropped). Each field is cut to its
+# limit while reading, but gzip makes a few hundred thousand distinct, nearly equal names cheap
+# to send; this bounds what they cost to hold, while a real upload at the result limit, with
+# Java-length names, keeps about 40 million.
+MAX_TEXT_PER_UPLOAD = 128 * 1024 * 1024
+
+
+class ResultLimitReached(Exception):
+    """Raised by a ReportParser at the first result past its `max_results`."""
 
 
 class ReportParser(Protocol):
-    """Reads one report; raises InvalidInput naming the file when it cannot."""
+    """Reads one report; raises InvalidInput naming the file when it cannot, and
+    ResultLimitReached, without reading on, at its first result past `max_results`.
+    """
 
-    def __call__(self, filename: str, data: bytes) -> list[CaseResult]: ...
+    def __call__(self, filename: str, data: bytes, *, max_results: int) -> list[CaseResult]: ...
 
 
 class Owners(Protocol):
@@ -101,7 +117,31 @@ class UploadSummary:
 @dataclass(frozen=True, slots=True)
 class _Identified:
     test_id: str
-    result: CaseResult
+    result: CaseResult  # its message and detail dropped (see _kept)
+    summary: str | None  # a failure's, from its message and detail
+
+
+class _Kept(NamedTuple):
+    """What an upload keeps of one result until it is stored."""
+
+    result: CaseResult  # without message and detail: a failure's summary says what counts
+    summary: str | None
+
+    def text_chars(self) -> int:
+        result = self.result
+        fields = (result.name, result.classname, result.parent, result.file, result.custom_id)
+        return sum(len(field) for field in (*fields, self.summary) if field is not None)
+
+
+def _kept(result: CaseResult) -> _Kept:
+    # A failure's body (up to MAX_DETAIL_CHARS) is only read for its summary: summarised here,
+    # as each report is read, only one report's bodies are ever held.
+    summary = (
+        failure_summary(result.message, result.detail) if result.outcome is Outcome.FAILED else None
+    )
+    if result.message is not None or result.detail is not None:
+        result = replace(result, message=None, detail=None)
+    return _Kept(result, summary)
 
 
 def _hour(moment: datetime) -> datetime:
@@ -136,7 +176,7 @@ def _identify(
     repository: Repository,
     org_slug: str,
     metadata: UploadMetadata,
-    parsed: Sequence[tuple[str, list[CaseResult]]],
+    parsed: Sequence[tuple[str, list[_Kept]]],
     owners: Owners | None,
     *,
     now: datetime,
@@ -149,7 +189,7 @@ def _identify(
     cases: dict[str, TestCase] = {}
     owners_by_file: dict[str | None, tuple[str, ...]] = {}
     for _filename, results in parsed:
-        for result in results:
+        for result, summary in results:
             test_id = make_test_id(
                 org_slug,
                 repo_name,
@@ -160,7 +200,7 @@ def _identify(
                 custom_id=result.custom_id,
                 variant=metadata.variant,
             )
-            identified.append(_Identified(test_id, result))
+            identified.append(_Identified(test_id, result, summary))
             if test_id in cases:
                 continue
             if result.file not in owners_by_file:
@@ -206,15 +246,7 @@ class IngestService:
     ) -> UploadSummary:
         if not files:
             raise InvalidInput("missing_file", "file: an upload needs at least one JUnit report")
-        parsed: list[tuple[str, list[CaseResult]]] = [
-            (report.filename, self._parse(report.filename, report.data)) for report in files
-        ]
-        total = sum(len(results) for _name, results in parsed)
-        if total > MAX_RESULTS_PER_UPLOAD:
-            raise InvalidInput(
-                "too_many_results",
-                f"file: the upload holds {total} results, more than {MAX_RESULTS_PER_UPLOAD}",
-            )
+        parsed = self._read(files)
         with self._unit_of_work() as uow:
             repository = find_repository(uow, org_id, metadata.repo)
             owners = (
@@ -226,13 +258,44 @@ class IngestService:
             uow.commit()
         return summary
 
+    def _read(self, files: Sequence[ReportFile]) -> list[tuple[str, list[_Kept]]]:
+        """Every report's results, read against the upload's limits before anything is stored."""
+        parsed: list[tuple[str, list[_Kept]]] = []
+        total = text = 0
+        for report in files:
+            # The budget is the upload's: reading stops at its first result past the limit,
+            # whichever report that is in, so an oversized upload costs no more than a full one.
+            remaining = MAX_RESULTS_PER_UPLOAD - total
+            try:
+                results = self._parse(report.filename, report.data, max_results=remaining)
+            except ResultLimitReached:
+                raise InvalidInput(
+                    "too_many_results",
+                    f"file {report.filename}: the upload holds more than "
+                    f"{MAX_RESULTS_PER_UPLOAD:,} results (runs of tests, reruns included), the "
+                    "limit per upload; send its reports in several uploads",
+                ) from None
+            total += len(results)
+            kept = [_kept(result) for result in results]
+            del results  # the failure bodies go now, before the next report is read
+            text += sum(item.text_chars() for item in kept)
+            if text > MAX_TEXT_PER_UPLOAD:
+                raise InvalidInput(
+                    "too_much_text",
+                    f"file {report.filename}: the results of the upload hold more than "
+                    f"{MAX_TEXT_PER_UPLOAD // (1024 * 1024)} Mi characters of names and failure "
+                    "text, the limit per upload; send its reports in several uploads",
+                )
+            parsed.append((report.filename, kept))
+        return parsed
+
     def _store(
         self,
         uow: UnitOfWork,
         repository: Repository,
         org_slug: str,
         metadata: UploadMetadata,
-        parsed: Sequence[tuple[str, list[CaseResult]]],
+        parsed: Sequence[tuple[str, list[_Kept]]],
         owners: Owners | None,
     ) -> UploadSummary:
         store = uow.flaky
@@ -264,11 +327,6 @@ class IngestService:
         )
         store.add_upload(upload)
         store.ensure_tests(repository.id, list(cases.values()), seen_at=now)
-        summaries = {
-            id(item): failure_summary(item.result.message, item.result.detail)
-            for item in identified
-            if item.result.outcome is Outcome.FAILED
-        }
         store.add_results(
             upload,
             [
@@ -277,13 +335,13 @@ class IngestService:
                     outcome=item.result.outcome.value,
                     attempt=item.result.attempt,
                     duration_ms=item.result.duration_ms,
-                    summary=summaries.get(id(item)),
+                    summary=item.summary,
                 )
                 for item in identified
             ],
         )
         if not excluded:
-            self._roll_up(store, upload, identified, summaries, now)
+            self._roll_up(store, upload, identified, now)
             # Only these can change status: a new failure, a commit now mixed, or a test
             # already unhealthy (a pass may resolve it). A healthy test that passed cannot.
             touched = {item.test_id for item in identified if item.result.outcome is Outcome.FAILED}
@@ -320,7 +378,6 @@ class IngestService:
         store: FlakyStore,
         upload: UploadRecord,
         identified: Sequence[_Identified],
-        summaries: dict[int, str | None],
         now: datetime,
     ) -> None:
         runs: Counter[str] = Counter()
@@ -336,7 +393,7 @@ class IngestService:
                 passes[item.test_id] += 1
                 continue
             failures[item.test_id] += 1
-            summary = summaries.get(id(item)) or "(no failure message)"
+            summary = item.summary or "(no failure message)"
             key = (item.test_id, summary_key(summary))
             previous = summary_counts.get(key, (summary, 0))
             summary_counts[key] = (summary, previous[1] + 1)
@@ -367,12 +424,14 @@ class IngestService:
 
 
 __all__ = [
+    "MAX_RESULTS_PER_UPLOAD",
     "FailedTest",
     "IngestService",
     "Owners",
     "OwnersSource",
     "ReportFile",
     "ReportParser",
+    "ResultLimitReached",
     "UploadMetadata",
     "UploadSummary",
 ]

@@ -21,7 +21,7 @@ from keepgreen.core.flaky.monitors import TestStatus
 from keepgreen.core.flaky.quarantine import QuarantineOverride, QuarantineSettings
 from keepgreen.core.ids import OrgId
 from keepgreen.web.auth import Org, Services
-from keepgreen.web.errors import describe_validation_error
+from keepgreen.web.errors import TOO_DEEP, describe_validation_error
 from keepgreen.web.flaky_schemas import (
     FlagTestRequest,
     FlakySettingsIn,
@@ -348,6 +348,9 @@ async def _read_upload(request: Request) -> tuple[UploadMetadataIn, list[ReportF
         text = (await raw.read()).decode() if isinstance(raw, UploadFile) else raw
         try:
             metadata = UploadMetadataIn.model_validate(json.loads(text))
+        except RecursionError:
+            # Python's JSON parser recurses once per level: thousands of levels exhaust it.
+            raise InvalidInput("invalid_field", f"metadata: {TOO_DEEP}") from None
         except (ValueError, UnicodeDecodeError) as error:
             if isinstance(error, ValidationError):
                 code, message = describe_validation_error(error.errors())

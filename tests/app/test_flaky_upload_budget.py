@@ -1,0 +1,107 @@
+"""The limits one upload is read under, through IngestService with a recording fake parser:
+one result budget shared by all its reports, and a cap on the text its results keep.
+
+Both refusals come before any database work, so the unit of work here must never be opened.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from keepgreen.app.errors import InvalidInput
+from keepgreen.app.flaky.detection import Detector
+from keepgreen.app.flaky.ingest import (
+    MAX_RESULTS_PER_UPLOAD,
+    IngestService,
+    ReportFile,
+    ResultLimitReached,
+    UploadMetadata,
+)
+from keepgreen.core.flaky.results import CaseResult, Outcome
+from keepgreen.core.ids import OrgId
+from keepgreen.core.model import RepoRef
+
+METADATA = UploadMetadata(
+    repo=RepoRef("github.com", "acme", "widgets"),
+    org_url_slug="acme",
+    commit_sha="a" * 40,
+    branch="main",
+)
+
+
+class FakeParser:
+    """Answers each report with the results given for it, honouring the budget it is handed."""
+
+    def __init__(self, results_of: dict[str, list[CaseResult]]) -> None:
+        self.results_of = results_of
+        self.budgets: list[tuple[str, int]] = []
+
+    def __call__(self, filename: str, data: bytes, *, max_results: int) -> list[CaseResult]:
+        del data  # the fake answers by file name
+        self.budgets.append((filename, max_results))
+        results = self.results_of[filename]
+        if len(results) > max_results:
+            raise ResultLimitReached
+        return results
+
+
+def never_opened() -> Any:
+    raise AssertionError("a refused upload must not reach the database")
+
+
+def service(parser: FakeParser) -> IngestService:
+    return IngestService(
+        never_opened,
+        parse=parser,
+        owners=None,  # type: ignore[arg-type]  # never asked: the upload is refused before
+        detector=Detector(),
+        clock=lambda: datetime(2026, 11, 2, tzinfo=UTC),
+        new_id=lambda: "id",
+    )
+
+
+def passed(name: str) -> CaseResult:
+    return CaseResult(
+        name=name, classname=None, parent=None, file=None, custom_id=None, outcome=Outcome.PASSED
+    )
+
+
+def test_every_report_is_read_against_what_the_ones_before_it_left() -> None:
+    parser = FakeParser(
+        {
+            "a.xml": [passed("a")] * 150_000,
+            "b.xml": [passed("b")] * 50_000,
+            "c.xml": [passed("c")],
+        }
+    )
+    files = [ReportFile(name, b"") for name in ("a.xml", "b.xml", "c.xml")]
+
+    with pytest.raises(InvalidInput) as caught:
+        service(parser).upload(OrgId("org"), "acme", METADATA, files)
+
+    assert parser.budgets == [
+        ("a.xml", MAX_RESULTS_PER_UPLOAD),
+        ("b.xml", MAX_RESULTS_PER_UPLOAD - 150_000),
+        ("c.xml", 0),
+    ]
+    assert caught.value.code == "too_many_results"
+    assert caught.value.message.startswith("file c.xml: the upload holds more than 200,000 results")
+
+
+def test_the_text_the_results_keep_is_capped_per_upload() -> None:
+    # Names of a million characters cannot come from the parser (it cuts fields to 1,000), but
+    # two hundred thousand distinct names of 1,000 characters can; this is their total.
+    long_name = "n" * 1024 * 1024
+    parser = FakeParser({"a.xml": [passed(long_name)] * 100, "b.xml": [passed(long_name)] * 29})
+    files = [ReportFile("a.xml", b""), ReportFile("b.xml", b"")]
+
+    with pytest.raises(InvalidInput) as caught:
+        service(parser).upload(OrgId("org"), "acme", METADATA, files)
+
+    assert caught.value.code == "too_much_text"
+    assert caught.value.message.startswith(
+        "file b.xml: the results of the upload hold more than 128 Mi characters"
+    )
