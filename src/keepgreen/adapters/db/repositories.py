@@ -79,11 +79,21 @@ def _upsert(
 def _insert_ignore(
     session: Session, table: type[Base], values: dict[str, object], *, keys: tuple[str, ...]
 ) -> bool:
-    """Insert `values` unless the unique `keys` clash; True when the row was inserted."""
+    """Insert `values` unless the unique `keys` clash; True when the row was inserted.
+
+    Told by the row RETURNING gives back, not by `rowcount`: psycopg reports -1 (unknown) for
+    INSERT ... ON CONFLICT DO NOTHING, which once made two workers both believe they had
+    inserted the same queue's first lease row.
+    """
     dialect = session.get_bind().dialect.name
     insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
-    statement = insert(table).values(**values).on_conflict_do_nothing(index_elements=list(keys))
-    return bool(getattr(session.execute(statement), "rowcount", 0))
+    statement = (
+        insert(table)
+        .values(**values)
+        .on_conflict_do_nothing(index_elements=list(keys))
+        .returning(*(table.__table__.c[key] for key in keys))
+    )
+    return session.execute(statement).first() is not None
 
 
 _CONCLUDED = (PrState.MERGED.value, PrState.FAILED.value, PrState.CANCELLED.value)
