@@ -77,11 +77,11 @@ def test_a_crash_between_landing_and_recording_it_is_not_a_foreign_push(
     feed = worker._feed
     crashed: list[Any] = []
 
-    def crash_once(queue_id: Any, event: Any, **kwargs: Any) -> None:
+    def crash_once(queue_id: Any, event: Any, **kwargs: Any) -> bool:
         if isinstance(event, Landed) and not crashed:
             crashed.append(event)
             raise KeyboardInterrupt  # the process dies here
-        feed(queue_id, event, **kwargs)
+        return feed(queue_id, event, **kwargs)
 
     monkeypatch.setattr(worker, "_feed", crash_once)
     with pytest.raises(KeyboardInterrupt):
