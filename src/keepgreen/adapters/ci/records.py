@@ -33,9 +33,11 @@ class ProcessId:
         return start is not None and self.start is not None and start != self.start
 
     def is_alive(self) -> bool:
-        """True while this very process runs (a reused pid has another start time)."""
+        """True while this very process runs (a reused pid has another start time; a zombie,
+        killed and not yet reaped by its parent, is dead).
+        """
         start = _start_time(self.pid)
-        if start is None:
+        if start is None or _is_zombie(self.pid):
             return False
         return self.start is None or start == self.start
 
@@ -113,3 +115,11 @@ def _start_time(pid: int) -> int | None:
     fields = stat[stat.rindex(")") + 2 :].split()
     # Field 22 (starttime) is the 20th after the name; a zombie keeps its start time.
     return int(fields[19])
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2 :].split()[0] == "Z"
