@@ -100,6 +100,7 @@ class Worker:
         # Cleans up after dead workers' CI runs on this host (orphans, checkouts); run at start
         # and with each heartbeat.
         self._recover = recover
+        self._stopping: threading.Event | None = None  # set: finish the effect under way, stop
         self._held: set[QueueId] = set()  # the queues whose lease this worker believes it has
         self._held_lock = threading.Lock()
         self._chores = tuple(chores)
@@ -122,8 +123,15 @@ class Worker:
         another worker takes over at its next pass instead of after the lease.
         """
         self.recover()
+        self._stopping = stop
+        # The heartbeat outlives `stop` until the pass under way has ended: the leases it
+        # renews are what keeps another worker out while that pass finishes its effect.
+        passes_over = threading.Event()
         beating = threading.Thread(
-            target=self._heartbeat_loop, args=(stop,), name="keepgreen-heartbeat", daemon=True
+            target=self._heartbeat_loop,
+            args=(passes_over,),
+            name="keepgreen-heartbeat",
+            daemon=True,
         )
         beating.start()
         try:
@@ -136,7 +144,7 @@ class Worker:
                 self.run_chores_when_due()
                 self.wakeup.wait(self._settings.poll_seconds)
         finally:
-            stop.set()
+            passes_over.set()
             beating.join()
             if self._runner is not None:
                 self._runner.close(wait=False)
@@ -334,6 +342,8 @@ class Worker:
     def _carry_out_outbox(self, queue_id: QueueId, repository: Repository) -> None:
         attempted: set[int] = set()
         for _ in range(_MAX_EFFECTS_PER_PASS):
+            if self._stopping is not None and self._stopping.is_set():
+                return  # stopping: what is left is the next holder's (effects are idempotent)
             with self._uow() as uow:
                 pending = [(i, e) for i, e in uow.effects.list(queue_id) if i not in attempted]
             if not pending:
