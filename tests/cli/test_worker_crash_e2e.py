@@ -19,7 +19,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
+from keepgreen.adapters.db.engine import make_engine
+from keepgreen.adapters.db.tables import WorkerRow
 from keepgreen.bootstrap import bootstrap
 from keepgreen.core.enums import StateReason
 from keepgreen.settings import Settings
@@ -112,6 +116,20 @@ def process_group_members(pgid: int) -> list[int]:
     return members
 
 
+def live_workers(env: dict[str, str], tmp_path: Path) -> list[str]:
+    """The holders in the `workers` table (each worker registers at its first pass)."""
+    engine = make_engine(
+        Settings(
+            data_dir=tmp_path / "data", database_url=env.get("KEEPGREEN_DATABASE_URL")
+        ).resolved_database_url()
+    )
+    try:
+        with Session(engine) as session:
+            return list(session.scalars(select(WorkerRow.holder)))
+    finally:
+        engine.dispose()
+
+
 def pgid_of(pid: int) -> int:
     stat = Path(f"/proc/{pid}/stat").read_text()
     return int(stat[stat.rindex(")") + 2 :].split()[2])
@@ -163,12 +181,16 @@ def test_a_run_whose_worker_dies_starts_again_elsewhere_and_the_good_pr_merges(
         first_group = pgid_of(first)
         assert len(process_group_members(first_group)) >= 2  # the shell and its sleep
         workers.start()  # worker B: idle while A holds the queue
+        wait_until(lambda: len(live_workers(env, tmp_path)) == 2, seconds=60, what="B's start")
 
         os.kill(worker_a.pid, how)
         stopped_at = time.monotonic()
         if how is signal.SIGTERM:
             assert worker_a.wait(timeout=STOP_TIMEOUT_SECONDS) == 0, workers.output()
-        takeover = wait_until(lambda: len(run_pids()) == 2, seconds=60, what=workers.output())
+            exited = time.monotonic() - stopped_at
+            print(f"\nSIGTERM: worker A exited {exited:.1f} s after the signal")  # noqa: T201
+        wait_until(lambda: len(run_pids()) == 2, seconds=60, what=workers.output())
+        takeover = time.monotonic() - stopped_at
         print(f"\n{how.name}: the run started again {takeover:.1f} s after the signal")  # noqa: T201
         # Killed, A's lease had to expire first; stopped, A handed it back at once.
         limit = LEASE_SECONDS + 5.0 if how is signal.SIGKILL else LEASE_SECONDS
