@@ -89,8 +89,22 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def container(database_url: str, tmp_path: Path, clock: FakeClock) -> Iterator[Container]:
-    settings = Settings(database_url=database_url, data_dir=tmp_path / "data")
+def ci_control(tmp_path: Path) -> Path:
+    """A directory the built-in CI's box shows read-only: a test's commands wait on files the
+    test puts there.
+    """
+    control = tmp_path / "ci-control"
+    control.mkdir(exist_ok=True)
+    return control
+
+
+@pytest.fixture
+def container(
+    database_url: str, tmp_path: Path, clock: FakeClock, ci_control: Path
+) -> Iterator[Container]:
+    settings = Settings(
+        database_url=database_url, data_dir=tmp_path / "data", ci_readonly_paths=str(ci_control)
+    )
     built = bootstrap(settings, clock=clock, run_migrations=False)
     yield built
     built.close()

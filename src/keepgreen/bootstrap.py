@@ -145,10 +145,15 @@ def bootstrap(
         clock=clock,
         settings=WorkerSettings(
             holder=f"{socket.gethostname()}:{os.getpid()}:{new_uuid()[:8]}",
+            lease_seconds=settings.worker_lease_seconds,
+            heartbeat_seconds=settings.worker_heartbeat_seconds,
             poll_seconds=settings.worker_poll_seconds,
             chore_seconds=settings.flaky_sweep_seconds,
+            host=socket.gethostname(),
+            pid=os.getpid(),
         ),
         chores=(housekeeping.sweep, housekeeping.purge),
+        recover=runner.recover,
     )
     parts["worker"] = worker
     return Container(

@@ -33,6 +33,10 @@ class Settings(BaseSettings):
     ci_readonly_paths: str = ""
     # Seconds between worker passes when nothing wakes it.
     worker_poll_seconds: float = 1.0
+    # A queue's lease lasts this long unrenewed (the heartbeat renews it every
+    # worker_heartbeat_seconds): how long a dead worker's queues and CI runs wait for another.
+    worker_lease_seconds: float = 5.0
+    worker_heartbeat_seconds: float = 1.0
     # Where people reach this keepgreen: the base of the `html_url`s the flaky-test API gives.
     public_url: str = "http://127.0.0.1:8080"
     # Raw flaky-test results are kept this many days; the rollups the API reads, this many.

@@ -28,6 +28,7 @@ from keepgreen.adapters.ci.sandbox import (
 from keepgreen.core.enums import CommitState
 from tests.adapters.test_ci_runner import RecordingReporter, log_text, repository_at
 from tests.support.gitrepo import GitRepo
+from tests.support.processes import processes_running
 
 CANARY = "canary-5f0c1e"  # a secret in keepgreen's environment the PR must never see
 SHARED = "SHARED_VALUE"  # a variable the repository names in its ci_env
@@ -197,9 +198,9 @@ def test_killing_the_runner_side_of_a_box_leaves_no_process_behind(
         sha=sha,
         timeout_seconds=60,
     )
-    _wait_for(lambda: len(_processes_running(marker)) == 2, "both sleepers")
+    _wait_for(lambda: len(processes_running(marker)) == 2, "both sleepers")
     runner.cancel("run-kill")
-    _wait_for(lambda: not _processes_running(marker), "no sleeper left")
+    _wait_for(lambda: not processes_running(marker), "no sleeper left")
     runner.close()
     assert list((tmp_path / "data/ci/work").iterdir()) == []
 
@@ -212,6 +213,7 @@ def test_a_machine_without_bubblewrap_is_told_so_in_the_status(
     with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap"):
         sandbox.check(tmp_path)
     runner = BuiltInRunner(data_dir=tmp_path / "data", report=reporter, sandbox=sandbox)
+    assert "apt-get install bubblewrap" in (runner.sandbox_problem() or "")  # said at start
     sha = git_repo.tip()
     runner.start(
         repository_at(str(git_repo.path), "true"), run_id="run-1", sha=sha, timeout_seconds=10
@@ -226,21 +228,9 @@ def test_a_machine_without_bubblewrap_is_told_so_in_the_status(
 def test_the_probe_run_directory_is_removed(tmp_path: Path) -> None:
     Bubblewrap().check(tmp_path / "work")
     assert list((tmp_path / "work").iterdir()) == []
-
-
-def _processes_running(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
-        except OSError:
-            continue
-        if b" ".join(a for a in argv if a).decode(errors="replace") == marker and state != "Z":
-            found.append(int(entry.name))
-    return found
+    runner = BuiltInRunner(data_dir=tmp_path, report=RecordingReporter(), sandbox=Bubblewrap())
+    assert runner.sandbox_problem() is None
+    runner.close()
 
 
 def _wait_for(condition: Callable[[], bool], what: str) -> None:
@@ -265,7 +255,7 @@ def test_a_passed_secret_never_shows_in_a_process_listing(
     repo = replace(repository_at(str(git_repo.path), f"{marker}; env"), ci_env=("NPM_TOKEN",))
     runner.start(repo, run_id="run-ps", sha=sha, timeout_seconds=60)
     try:
-        _wait_for(lambda: len(_processes_running(marker)) == 1, "the boxed sleeper")
+        _wait_for(lambda: len(processes_running(marker)) == 1, "the boxed sleeper")
         listing = [
             (entry / "cmdline").read_bytes()
             for entry in Path("/proc").iterdir()

@@ -6,8 +6,11 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from sqlalchemy.orm import Session
 
 from keepgreen.adapters.db.effects_codec import effect_from_payload, effect_to_payload
+from keepgreen.adapters.db.repositories import _insert_ignore
+from keepgreen.adapters.db.tables import QueueLeaseRow
 from keepgreen.bootstrap import Container
 from keepgreen.core.enums import MergeMethod, StateReason, TestRunKind, TestRunStatus
 from keepgreen.core.ids import PullRequestId, TestRunId
@@ -94,6 +97,26 @@ def test_a_released_lease_is_free_at_once(container: Container, queue: Queue) ->
         uow.leases.release(queue.id, "worker-a")
         uow.commit()
     assert acquire(container, queue, "worker-b", at=timedelta(seconds=2))
+
+
+def test_a_first_lease_inserted_by_another_holder_meanwhile_is_not_taken(
+    container: Container, queue: Queue
+) -> None:
+    """Two workers find no lease row and both insert one: only the insert that made the row
+    takes the lease. (Regression: on PostgreSQL the losing INSERT ... ON CONFLICT DO NOTHING
+    reported success, so both workers advanced the queue together.)
+    """
+    values = {"queue_id": queue.id, "expires_at": T0 + timedelta(seconds=30)}
+    with Session(container.engine) as session, session.begin():
+        assert _insert_ignore(
+            session, QueueLeaseRow, {**values, "holder": "worker-a"}, keys=("queue_id",)
+        )
+    with Session(container.engine) as session, session.begin():
+        assert not _insert_ignore(
+            session, QueueLeaseRow, {**values, "holder": "worker-b"}, keys=("queue_id",)
+        )
+    assert not acquire(container, queue, "worker-b", at=timedelta(seconds=1))
+    assert acquire(container, queue, "worker-a", at=timedelta(seconds=1))
 
 
 @pytest.mark.parametrize("effect", EFFECTS, ids=lambda e: type(e).__name__)

@@ -6,13 +6,18 @@ import itertools
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from keepgreen.bootstrap import Container, bootstrap
+from keepgreen.core.enums import StateReason
 from keepgreen.core.scheduler import Landed
+from tests.scenarios.test_builtin_runner import GADGETS
+from tests.support.gitrepo import GitRepo
 from tests.support.scenario import Scenario
+from tests.support.wire import Api, repo_json
 
 
 @pytest.fixture
@@ -77,11 +82,11 @@ def test_a_crash_between_landing_and_recording_it_is_not_a_foreign_push(
     feed = worker._feed
     crashed: list[Any] = []
 
-    def crash_once(queue_id: Any, event: Any, **kwargs: Any) -> None:
+    def crash_once(queue_id: Any, event: Any, **kwargs: Any) -> bool:
         if isinstance(event, Landed) and not crashed:
             crashed.append(event)
             raise KeyboardInterrupt  # the process dies here
-        feed(queue_id, event, **kwargs)
+        return feed(queue_id, event, **kwargs)
 
     monkeypatch.setattr(worker, "_feed", crash_once)
     with pytest.raises(KeyboardInterrupt):
@@ -157,3 +162,82 @@ def test_two_workers_running_at_once_never_advance_the_queue_together(
     assert intervals
     spans = sorted((start, end) for _, start, end in intervals)
     assert all(end <= next_start for (_, end), (next_start, _) in itertools.pairwise(spans))
+
+
+def test_a_worker_whose_lease_was_taken_over_writes_nothing_more(
+    scenario: Scenario, second_container: Container
+) -> None:
+    """Worker A holds the queue with PR 1 testing, then stalls past its lease (no heartbeat
+    either: the whole process stood still). Worker B takes the queue over. When A wakes and
+    goes on with its pass (PR 1's ref has gone meanwhile), its writes are refused: the lease
+    row is checked in the transaction that writes. B, the holder, cancels PR 1.
+    """
+    scenario.create_queue()
+    scenario.pr(1, {"f1.txt": "1\n"}, title="Add 1")
+    scenario.submit(1)
+    old_worker = scenario.container.worker
+    scenario.work()
+    assert scenario.states() == {1: "testing"}
+
+    scenario.clock.advance(seconds=6)  # past the 5 s lease
+    second_container.worker.run_once()  # B takes over
+    scenario.close_pr(1)
+    before = scenario.history(1)
+    old_worker.reconcile(scenario.queue_row().id)  # A's stalled pass goes on
+    assert scenario.history(1) == before
+    assert scenario.states() == {1: "testing"}
+
+    scenario.container = second_container
+    scenario.work()
+    assert scenario.final() == {1: ("cancelled", "pr_closed")}
+
+
+def test_a_built_in_run_whose_worker_died_starts_again_with_ci_lost(
+    scenario: Scenario, second_container: Container, tmp_path: Path, ci_control: Path
+) -> None:
+    """PR 1's built-in CI command is running under worker A when A dies (its command goes
+    with it, nothing reported). Worker B leaves the queue alone while A's lease and heartbeat
+    could still be current (4 s), takes it over after 6 s, finds the run lost and starts it
+    again: PR 1 stays testing (`ci_lost` in its history, no timeout) and merges.
+    """
+    # The box shows the test's control directory read-only: the command waits for `release`
+    # there. Each start of the run writes a line to the run's log.
+    release = ci_control / "release"
+    command = f"echo run started; while [ ! -e {release} ]; do sleep 0.05; done"
+    logs = scenario.container.settings.data_dir / "ci" / "logs"
+
+    def starts() -> int:
+        return sum(log.read_text().count("run started\n") for log in logs.glob("*.log"))
+
+    container = scenario.container
+    gadgets = GitRepo(tmp_path / "gadgets")
+    container.admin.add_repository(
+        org_slug="acme", ref=GADGETS, git_url=str(gadgets.path), ci_command=command
+    )
+    ci = Scenario(
+        container=container,
+        api=Api(scenario.api.client, scenario.api.token, repo_json(GADGETS)),
+        repo=gadgets,
+        clock=scenario.clock,
+        ci_answers=False,
+    )
+    ci.create_queue(statuses=[])
+    ci.pr(1, {"a.txt": "a\n"}, title="Add a")
+    ci.submit(1)
+    ci.wait_for(lambda: starts() == 1)
+    container.runner.close(wait=False)  # worker A dies: its command is killed, unreported
+
+    ci.container = second_container
+    ci.clock.advance(seconds=4)
+    ci.work()
+    # A's lease and heartbeat are still current: B does not touch the queue.
+    assert StateReason.CI_LOST not in ci.reasons(1)
+    assert starts() == 1
+    ci.clock.advance(seconds=2)
+    ci.wait_for(lambda: starts() == 2)
+    release.touch()
+    ci.wait_for(lambda: ci.states() == {1: "merged"})
+    reasons = ci.reasons(1)
+    assert reasons.count(StateReason.CI_LOST) == 1
+    assert StateReason.TEST_RUN_TIMEOUT not in reasons
+    assert ci.main_log() == ["Add a (#1)", "initial commit"]

@@ -6,6 +6,15 @@ what the queue believes (target tip, PR heads, readiness) and feed the differenc
 engine as events, tick, then carry out the outbox: each effect is done through a port and its
 result is fed back in the transaction that deletes the effect's row. A crash between the two
 repeats the effect, which is why every effect is idempotent.
+
+Leases are short (5 s by default) and a heartbeat thread renews the ones this worker holds
+every second, so a pass may take as long as it needs while a dead worker's queues are taken
+over within seconds. Two checks keep one writer per queue even when a whole process stalls
+longer than its lease (so that the heartbeat stops too): the lease is taken again before each
+effect, and every write the worker makes to a queue happens in a transaction that first locks
+the lease row and finds this worker holding it (fencing). The heartbeat also marks the worker
+alive in the `workers` table: a built-in CI run whose worker is no longer alive is lost, and
+the worker that holds its queue starts it again (`CiLost`).
 """
 
 from __future__ import annotations
@@ -29,12 +38,13 @@ from keepgreen.app.ports import (
     MergeHost,
     UnitOfWorkFactory,
 )
-from keepgreen.core.enums import PrState
+from keepgreen.core.enums import PrState, TestRunStatus
 from keepgreen.core.ids import QueueId
 from keepgreen.core.model import Queue, QueueEntry, Repository
 from keepgreen.core.scheduler import (
     BuildTestCommit,
     CancelCi,
+    CiLost,
     DeleteTestBranch,
     Effect,
     Event,
@@ -60,10 +70,15 @@ _MAX_EFFECTS_PER_PASS = 200
 
 @dataclass(frozen=True, slots=True)
 class WorkerSettings:
-    holder: str  # this worker's name in lease rows
-    lease_seconds: float = 30.0
+    holder: str  # this worker's name in lease rows (unique per process)
+    # How long a lease lasts unrenewed, which is also how long a silent worker counts as
+    # alive: the time a dead worker's queues and CI runs wait for another worker.
+    lease_seconds: float = 5.0
+    heartbeat_seconds: float = 1.0  # between renewals of the leases held, and liveness beats
     poll_seconds: float = 1.0
     chore_seconds: float = 60.0  # between runs of the periodic chores (flaky-test sweep)
+    host: str = ""  # where this worker runs, for operators reading the `workers` table
+    pid: int = 0
 
 
 class Worker:
@@ -79,8 +94,15 @@ class Worker:
         clock: Clock,
         settings: WorkerSettings,
         chores: Sequence[Callable[[], object]] = (),
+        recover: Callable[[], object] | None = None,
     ) -> None:
         self._uow = uow
+        # Cleans up after dead workers' CI runs on this host (orphans, checkouts); run at start
+        # and with each heartbeat.
+        self._recover = recover
+        self._stopping: threading.Event | None = None  # set: finish the effect under way, stop
+        self._held: set[QueueId] = set()  # the queues whose lease this worker believes it has
+        self._held_lock = threading.Lock()
         self._chores = tuple(chores)
         self._chores_due = 0.0
         self._engine = engine
@@ -93,16 +115,76 @@ class Worker:
     # -- the loop ---------------------------------------------------------------------------
 
     def serve(self, stop: threading.Event) -> None:
-        """Run passes until `stop` is set; sleep between them unless woken."""
-        while not stop.is_set():
-            self.wakeup.clear()
+        """Run passes until `stop` is set; sleep between them unless woken.
+
+        On stop: this worker's CI commands are killed (they start again in the worker that
+        takes their queue over, as `ci_lost`: waiting for a run of hours would hold a
+        deployment up), then its leases are handed back and it leaves the `workers` table, so
+        another worker takes over at its next pass instead of after the lease.
+        """
+        self.recover()
+        self._stopping = stop
+        # The heartbeat outlives `stop` until the pass under way has ended: the leases it
+        # renews are what keeps another worker out while that pass finishes its effect.
+        passes_over = threading.Event()
+        beating = threading.Thread(
+            target=self._heartbeat_loop,
+            args=(passes_over,),
+            name="keepgreen-heartbeat",
+            daemon=True,
+        )
+        beating.start()
+        try:
+            while not stop.is_set():
+                self.wakeup.clear()
+                try:
+                    self.run_once()
+                except Exception:  # a bad pass must not kill the worker; the next one retries
+                    logger.exception("worker pass failed")
+                self.run_chores_when_due()
+                self.wakeup.wait(self._settings.poll_seconds)
+        finally:
+            passes_over.set()
+            beating.join()
+            if self._runner is not None:
+                self._runner.close(wait=False)
+            self.release_all()
+
+    def _heartbeat_loop(self, stop: threading.Event) -> None:
+        while not stop.wait(self._settings.heartbeat_seconds):
             try:
-                self.run_once()
-            except Exception:  # a bad pass must not kill the worker; the next one retries
-                logger.exception("worker pass failed")
-            self.run_chores_when_due()
-            self.wakeup.wait(self._settings.poll_seconds)
-        self.release_all()
+                self.beat()
+            except Exception:  # the database may be away for a moment; the next beat retries
+                logger.exception("worker heartbeat failed")
+            self.recover()
+
+    def beat(self) -> None:
+        """Say this worker is alive and renew the leases it holds; drop the ones it lost."""
+        now = self._clock()
+        until = now + timedelta(seconds=self._settings.lease_seconds)
+        with self._held_lock:
+            held = set(self._held)
+        lost = set()
+        with self._uow() as uow:
+            uow.workers.beat(
+                self._settings.holder, host=self._settings.host, pid=self._settings.pid, now=now
+            )
+            for queue_id in held:
+                if not uow.leases.acquire(queue_id, self._settings.holder, now=now, until=until):
+                    lost.add(queue_id)
+            uow.commit()
+        if lost:
+            with self._held_lock:
+                self._held -= lost
+
+    def recover(self) -> None:
+        """Clean up the CI runs of workers on this host that died (see `BuiltInRunner`)."""
+        if self._recover is None:
+            return
+        try:
+            self._recover()
+        except Exception:  # a cleanup that fails now is tried again at the next heartbeat
+            logger.exception("cleaning up dead workers' CI runs failed")
 
     def wake(self) -> None:
         self.wakeup.set()
@@ -125,6 +207,7 @@ class Worker:
 
     def run_once(self) -> None:
         """One pass over every queue this worker can lease."""
+        self.beat()
         with self._uow() as uow:
             queue_ids = list(uow.queues.list_ids())
         for queue_id in queue_ids:
@@ -132,9 +215,12 @@ class Worker:
                 self.reconcile(queue_id)
 
     def release_all(self) -> None:
+        """Hand back every lease and leave the `workers` table (this worker stops)."""
+        with self._held_lock:
+            self._held.clear()
         with self._uow() as uow:
-            for queue_id in uow.queues.list_ids():
-                uow.leases.release(queue_id, self._settings.holder)
+            uow.leases.release_all(self._settings.holder)
+            uow.workers.remove(self._settings.holder)
             uow.commit()
 
     def _take_lease(self, queue_id: QueueId) -> bool:
@@ -142,9 +228,15 @@ class Worker:
         until = now + timedelta(seconds=self._settings.lease_seconds)
         with self._uow() as uow:
             if uow.queues.get(queue_id) is None:
-                return False
-            taken = uow.leases.acquire(queue_id, self._settings.holder, now=now, until=until)
-            uow.commit()
+                taken = False
+            else:
+                taken = uow.leases.acquire(queue_id, self._settings.holder, now=now, until=until)
+                uow.commit()
+        with self._held_lock:
+            if taken:
+                self._held.add(queue_id)
+            else:
+                self._held.discard(queue_id)
         return taken
 
     # -- one queue --------------------------------------------------------------------------
@@ -162,10 +254,43 @@ class Worker:
         except CodeHostError:
             logger.warning("cannot read %s; queue %s waits", repository.ref, queue.branch)
             return
-        for event in observations:
-            self._feed(queue_id, event)
-        self._feed(queue_id, Tick())
+        observations += self._lost_runs(queue_id, repository)
+        for event in (*observations, Tick()):
+            if not self._feed(queue_id, event):
+                logger.warning("lost the lease of queue %s mid-pass", queue_id)
+                return
         self._carry_out_outbox(queue_id, repository)
+
+    def _lost_runs(self, queue_id: QueueId, repository: Repository) -> list[Event]:
+        """`CiLost` for each built-in CI run whose command no longer runs anywhere: started by
+        a worker that is not alive, or by this one while its runner has no such run. (A run
+        whose command reported before it ended is not lost: the scheduler checks the status.)
+        """
+        if self._runner is None or repository.ci_command is None:
+            return []
+        with self._uow() as uow:
+            runs = [
+                run.id
+                for run in uow.test_runs.list_open(queue_id)
+                if run.status is TestRunStatus.IN_PROGRESS and run.sha is not None
+            ]
+            if not runs:
+                return []
+            holders = uow.workers.ci_holders(runs)
+            since = self._clock() - timedelta(seconds=self._settings.lease_seconds)
+            alive = uow.workers.alive(set(holders.values()), since=since)
+        lost: list[Event] = []
+        for run_id in runs:
+            holder = holders.get(run_id)
+            if holder == self._settings.holder:
+                gone = not self._runner.is_running(run_id)
+                if gone:
+                    self._runner.forget(run_id)
+            else:
+                gone = holder is None or holder not in alive
+            if gone:
+                lost.append(CiLost(run_id))
+        return lost
 
     def _observe(
         self, repository: Repository, queue: Queue, entries: tuple[QueueEntry, ...]
@@ -194,20 +319,31 @@ class Worker:
                     events.append(ReadinessChanged(entry.number, readiness, up_to_date))
         return events
 
-    def _feed(self, queue_id: QueueId, event: Event, *, done: int | None = None) -> None:
-        """Decide one event in its own transaction; `done` names the answered outbox row."""
+    def _feed(self, queue_id: QueueId, event: Event, *, done: int | None = None) -> bool:
+        """Decide one event in its own transaction; `done` names the answered outbox row.
+
+        False, writing nothing, when this worker no longer holds the queue's lease: the
+        lease row is locked and checked in the very transaction that writes (fencing).
+        """
         with self._uow() as uow:
             queue = uow.queues.get(queue_id, lock=True)
             if queue is None:
-                return
+                return True
+            if not uow.leases.holds(queue_id, self._settings.holder):
+                with self._held_lock:
+                    self._held.discard(queue_id)
+                return False
             if done is not None and not uow.effects.delete(done):
-                return  # another worker answered it already
+                return True  # another worker answered it already
             self._engine.advance(uow, queue, event)
             uow.commit()
+        return True
 
     def _carry_out_outbox(self, queue_id: QueueId, repository: Repository) -> None:
         attempted: set[int] = set()
         for _ in range(_MAX_EFFECTS_PER_PASS):
+            if self._stopping is not None and self._stopping.is_set():
+                return  # stopping: what is left is the next holder's (effects are idempotent)
             with self._uow() as uow:
                 pending = [(i, e) for i, e in uow.effects.list(queue_id) if i not in attempted]
             if not pending:
@@ -228,10 +364,13 @@ class Worker:
                 continue
             if result is None:
                 with self._uow() as uow:
+                    if not uow.leases.holds(queue_id, self._settings.holder):
+                        return  # the new holder repeats the effect (they are idempotent)
                     uow.effects.delete(effect_id)
                     uow.commit()
-            else:
-                self._feed(queue_id, result, done=effect_id)
+            elif not self._feed(queue_id, result, done=effect_id):
+                logger.warning("lost the lease of queue %s mid-pass", queue_id)
+                return
 
     def _carry_out(self, repository: Repository, effect: Effect) -> Event | None:
         """Do one effect through the ports; the event that answers it, if any."""
@@ -248,7 +387,13 @@ class Worker:
                 self._host.delete_branch(repository, effect.branch)
                 return None
             case StartCi():
-                if self._runner is not None:
+                if self._runner is not None and repository.ci_command is not None:
+                    # Recorded before it starts: a crash right after still names its worker.
+                    with self._uow() as uow:
+                        uow.workers.record_ci(
+                            effect.run_id, self._settings.holder, now=self._clock()
+                        )
+                        uow.commit()
                     self._runner.start(
                         repository,
                         run_id=effect.run_id,

@@ -51,6 +51,7 @@ def serve(
         )
         thread.start()
         typer.echo("keepgreen: queue worker running", err=True)
+        _warn_about_the_sandbox(container)
     try:
         uvicorn.run(create_app(container=container), host=host, port=port, log_level="info")
     finally:
@@ -68,6 +69,8 @@ def worker() -> None:
     import signal
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    # alembic announces each of its plugins at INFO on every start: noise in a worker's log.
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
     container = _container()
     stop = threading.Event()
 
@@ -79,6 +82,7 @@ def worker() -> None:
     signal.signal(signal.SIGINT, on_signal)
     url = container.settings.resolved_database_url()
     typer.echo(f"keepgreen worker on {_redact(url)}", err=True)
+    _warn_about_the_sandbox(container)
     try:
         container.worker.serve(stop)
     finally:
@@ -151,6 +155,13 @@ def _container() -> Container:
         # A setting keepgreen cannot work with: one sentence, not a traceback.
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from error
+
+
+def _warn_about_the_sandbox(container: Container) -> None:
+    """Say at start when the built-in CI cannot box PR code (its runs would end `error`)."""
+    problem = container.runner.sandbox_problem()
+    if problem is not None:
+        typer.echo(f"keepgreen: warning: built-in CI runs will fail: {problem}", err=True)
 
 
 def _redact(url: str) -> str:

@@ -143,3 +143,4 @@ class StateReason(StrEnum):
     CLEARED_BY_SUCCESSOR = "cleared_by_successor"  # a later run that included it passed
     MERGED_DIRECTLY = "merged_directly"  # up to date, queue empty, own checks green
     MERGE_REFUSED = "merge_refused"  # the tested change no longer applies to the branch
+    CI_LOST = "ci_lost"  # the built-in CI's worker died mid-run; the run started again

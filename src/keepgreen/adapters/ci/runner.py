@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 
+from keepgreen.adapters.ci.records import RunRecords
 from keepgreen.adapters.ci.sandbox import (
     RunDirectory,
     Sandbox,
@@ -89,12 +90,16 @@ class BuiltInRunner:
         self._live: set[str] = set()  # queued or running
         self._cancelled: set[str] = set()  # live runs that must not start, or stop, silently
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
+        # What runs in which process, on disk: a worker killed outright leaves it behind, and
+        # `recover` (in any worker on this host) kills the orphans and removes the checkouts.
+        self._processes_on_disk = RunRecords(root / "procs")
         self._closed = False
 
     def start(self, repo: Repository, *, run_id: str, sha: str, timeout_seconds: float) -> None:
         """Report `pending` now and run the command on `sha` in the background.
 
-        Does nothing when the repository has no CI command or `run_id` was started before.
+        Does nothing when the repository has no CI command or `run_id` was started before
+        (unless `forget` was called for it since).
         `timeout_seconds` bounds the command itself, not the checkout before it.
         """
         command = repo.ci_command
@@ -112,6 +117,27 @@ class BuiltInRunner:
         self._send(repo, sha, CommitState.PENDING, f"running {command}", log_path)
         self._executor.submit(self._job, repo, command, run_id, sha, timeout_seconds, log_path)
 
+    def is_running(self, run_id: str) -> bool:
+        """True while the run is queued or its command runs in this process."""
+        with self._lock:
+            return run_id in self._live
+
+    def forget(self, run_id: str) -> None:
+        """Let a run id that is no longer running start again: its run was lost (its command
+        ended without a report reaching the database) and the queue starts it anew.
+        """
+        with self._lock:
+            if run_id not in self._live:
+                self._started.discard(run_id)
+
+    def sandbox_problem(self) -> str | None:
+        """Why boxed commands cannot run on this machine, or None when they can."""
+        try:
+            self._sandbox.check(self._work_root)
+        except SandboxUnavailable as error:
+            return str(error)
+        return None
+
     def cancel(self, run_id: str) -> None:
         """Kill the run's command, or keep it from starting; the run reports nothing more."""
         with self._lock:
@@ -121,6 +147,30 @@ class BuiltInRunner:
             process = self._processes.get(run_id)
             if process is not None:
                 _kill_group(process)
+
+    def recover(self) -> list[str]:
+        """Clean up after workers on this host that died mid-run: kill the process groups of
+        their commands (orphans now) and remove their checkouts. The run ids cleaned up.
+
+        Safe to call at any time from any worker sharing the data dir: runs of live workers
+        (this one included) are left alone, and a pid is only killed when the process still
+        is the one recorded (same start time), not a later one that reused the number.
+        """
+        cleaned = []
+        for record in self._processes_on_disk.stale():
+            # Killed as a group even when its leader is gone: the kernel gives no new process
+            # a pid still in use as a group id, so the group is the orphans' own. A leader pid
+            # now naming another process means the group ended long ago.
+            if record.process is not None and not record.process.is_reused():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(record.process.pid, signal.SIGKILL)
+            if record.checkout.parent == self._work_root:
+                shutil.rmtree(record.checkout, ignore_errors=True)
+            self._processes_on_disk.forget(record.run_id)
+            cleaned.append(record.run_id)
+        if cleaned:
+            log.warning("cleaned up the CI runs of dead workers: %s", ", ".join(cleaned))
+        return cleaned
 
     def close(self, wait: bool = True) -> None:
         """Stop taking runs. `wait` lets queued and running runs finish; otherwise running
@@ -156,6 +206,7 @@ class BuiltInRunner:
             self._log_root.mkdir(parents=True, exist_ok=True)
             self._work_root.mkdir(parents=True, exist_ok=True)
             run = RunDirectory(Path(tempfile.mkdtemp(prefix=f"{run_id}-", dir=self._work_root)))
+            self._processes_on_disk.write(run_id, checkout=run.root)
             with log_path.open("ab") as log_file:
                 outcome = self._checkout_and_run(
                     repo, command, run_id, sha, timeout_seconds, run, log_file
@@ -174,6 +225,7 @@ class BuiltInRunner:
                 self._processes.pop(run_id, None)
             if run is not None:
                 shutil.rmtree(run.root, ignore_errors=True)
+                self._processes_on_disk.forget(run_id)
 
     def _checkout_and_run(
         self,
@@ -223,6 +275,7 @@ class BuiltInRunner:
                 start_new_session=True,
             )
             self._processes[run_id] = process
+            self._processes_on_disk.write(run_id, checkout=run.root, process=process.pid)
         try:
             code = process.wait(timeout=timeout_seconds)
         except subprocess.TimeoutExpired:

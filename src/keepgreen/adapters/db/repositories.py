@@ -24,6 +24,7 @@ from keepgreen.adapters.db.mapping import (
 from keepgreen.adapters.db.tables import (
     ApiTokenRow,
     Base,
+    CiRunHolderRow,
     CommitStatusRow,
     ImpactedTargetsRow,
     OrgRow,
@@ -35,6 +36,7 @@ from keepgreen.adapters.db.tables import (
     StateChangeRow,
     TestRunEntryRow,
     TestRunRow,
+    WorkerRow,
 )
 from keepgreen.app.ports import EntryPage, IdFactory, StoredToken
 from keepgreen.core.enums import CommitState, PrState, StateReason, TestRunKind, TestRunStatus
@@ -79,11 +81,21 @@ def _upsert(
 def _insert_ignore(
     session: Session, table: type[Base], values: dict[str, object], *, keys: tuple[str, ...]
 ) -> bool:
-    """Insert `values` unless the unique `keys` clash; True when the row was inserted."""
+    """Insert `values` unless the unique `keys` clash; True when the row was inserted.
+
+    Told by the row RETURNING gives back, not by `rowcount`: psycopg reports -1 (unknown) for
+    INSERT ... ON CONFLICT DO NOTHING, which once made two workers both believe they had
+    inserted the same queue's first lease row.
+    """
     dialect = session.get_bind().dialect.name
     insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
-    statement = insert(table).values(**values).on_conflict_do_nothing(index_elements=list(keys))
-    return bool(getattr(session.execute(statement), "rowcount", 0))
+    statement = (
+        insert(table)
+        .values(**values)
+        .on_conflict_do_nothing(index_elements=list(keys))
+        .returning(*(table.__table__.c[key] for key in keys))
+    )
+    return session.execute(statement).first() is not None
 
 
 _CONCLUDED = (PrState.MERGED.value, PrState.FAILED.value, PrState.CANCELLED.value)
@@ -191,6 +203,7 @@ class SqlQueues:
     def delete(self, queue_id: QueueId) -> None:
         # Children first: SQLite enforces the foreign keys, and not every backend cascades.
         run_ids = select(TestRunRow.id).where(TestRunRow.queue_id == queue_id)
+        self._session.execute(delete(CiRunHolderRow).where(CiRunHolderRow.test_run_id.in_(run_ids)))
         self._session.execute(
             delete(TestRunEntryRow).where(TestRunEntryRow.test_run_id.in_(run_ids))
         )
@@ -661,3 +674,73 @@ class SqlLeases:
                 QueueLeaseRow.queue_id == queue_id, QueueLeaseRow.holder == holder
             )
         )
+
+    def release_all(self, holder: str) -> None:
+        """Hand back every lease `holder` has (a worker stopping), so others take over at once."""
+        self._session.execute(delete(QueueLeaseRow).where(QueueLeaseRow.holder == holder))
+
+    def holds(self, queue_id: QueueId, holder: str) -> bool:
+        """Fencing: True when `holder` has the queue's lease, which then stays its own until
+        this transaction ends (the row is locked; on SQLite the transaction is the writer).
+
+        Expiry is not checked: an expired lease nobody took over still leaves one writer.
+        """
+        row = self._session.scalar(
+            select(QueueLeaseRow.queue_id)
+            .where(QueueLeaseRow.queue_id == queue_id, QueueLeaseRow.holder == holder)
+            .with_for_update()
+        )
+        return row is not None
+
+
+class SqlWorkers:
+    """Worker heartbeats, and which worker started each built-in CI run."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def beat(self, holder: str, *, host: str, pid: int, now: datetime) -> None:
+        """Say `holder` is alive at `now` (registering it the first time)."""
+        _upsert(
+            self._session,
+            WorkerRow,
+            {"holder": holder, "host": host, "pid": pid, "started_at": now, "heartbeat_at": now},
+            keys=("holder",),
+            updates=("heartbeat_at",),
+        )
+
+    def remove(self, holder: str) -> None:
+        """`holder` stopped cleanly: from now on it counts as dead."""
+        self._session.execute(delete(WorkerRow).where(WorkerRow.holder == holder))
+
+    def alive(self, holders: Collection[str], *, since: datetime) -> set[str]:
+        """The `holders` that beat at or after `since`."""
+        if not holders:
+            return set()
+        rows = self._session.scalars(
+            select(WorkerRow.holder).where(
+                WorkerRow.holder.in_(list(holders)), WorkerRow.heartbeat_at >= since
+            )
+        )
+        return set(rows)
+
+    def record_ci(self, run_id: TestRunId, holder: str, *, now: datetime) -> None:
+        """`holder` starts run `run_id`'s built-in CI (again)."""
+        _upsert(
+            self._session,
+            CiRunHolderRow,
+            {"test_run_id": run_id, "holder": holder, "started_at": now},
+            keys=("test_run_id",),
+            updates=("holder", "started_at"),
+        )
+
+    def ci_holders(self, run_ids: Collection[TestRunId]) -> dict[TestRunId, str]:
+        """The worker that last started each run's built-in CI, for the runs that have one."""
+        if not run_ids:
+            return {}
+        rows = self._session.execute(
+            select(CiRunHolderRow.test_run_id, CiRunHolderRow.holder).where(
+                CiRunHolderRow.test_run_id.in_(list(run_ids))
+            )
+        )
+        return {TestRunId(run_id): holder for run_id, holder in rows}

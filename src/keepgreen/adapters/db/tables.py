@@ -119,7 +119,7 @@ class QueueRow(Base):
 class QueueLeaseRow(Base):
     """One writer per queue: a worker holds a queue while `expires_at` is in the future.
 
-    Taken and renewed by compare-and-swap on (holder, expires_at); see the engine (issue 3).
+    Taken and renewed by compare-and-swap on (holder, expires_at), by the worker's heartbeat.
     """
 
     __tablename__ = "queue_leases"
@@ -183,6 +183,35 @@ class StateChangeRow(Base):
     reason: Mapped[str] = mapped_column(STATE)
     at: Mapped[datetime] = mapped_column(UtcDateTime())
     test_run_id: Mapped[str | None] = mapped_column(ID)
+
+
+class WorkerRow(Base):
+    """A worker process that is alive while `heartbeat_at` is recent (it beats every second or
+    two); removed when it stops cleanly. Tells a run whose worker died from one still going.
+    """
+
+    __tablename__ = "workers"
+
+    holder: Mapped[str] = mapped_column(NAME, primary_key=True)
+    host: Mapped[str] = mapped_column(NAME)
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    heartbeat_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class CiRunHolderRow(Base):
+    """Which worker started a run's built-in CI (the command lives in that worker's process).
+
+    Written before the command starts; a run whose holder is no longer alive is lost.
+    """
+
+    __tablename__ = "ci_run_holders"
+
+    test_run_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("test_runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    holder: Mapped[str] = mapped_column(NAME)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
 class TestRunRow(Base):

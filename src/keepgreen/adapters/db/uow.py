@@ -22,6 +22,7 @@ from keepgreen.adapters.db.repositories import (
     SqlRepositories,
     SqlTestRuns,
     SqlTokens,
+    SqlWorkers,
 )
 from keepgreen.app.errors import Conflict
 from keepgreen.app.ports import IdFactory
@@ -48,6 +49,7 @@ class SqlUnitOfWork:
         self.impacted_targets = SqlImpactedTargets(session, self._new_id)
         self.effects = SqlEffects(session)
         self.leases = SqlLeases(session)
+        self.workers = SqlWorkers(session)
         self.flaky = SqlFlakyStore(session)
         self.flaky_listings = SqlFlakyListings(session)
         return self

@@ -10,6 +10,7 @@ from keepgreen.core.scheduler.effects import (
     StartCi,
 )
 from keepgreen.core.scheduler.events import (
+    CiLost,
     EntrySubmitted,
     Event,
     ImpactedTargetsSet,
@@ -32,6 +33,7 @@ from keepgreen.core.scheduler.state import Decision, EngineState, Policy
 __all__ = [
     "BuildTestCommit",
     "CancelCi",
+    "CiLost",
     "Decision",
     "DeleteTestBranch",
     "Effect",

@@ -38,6 +38,7 @@ from keepgreen.core.scheduler.effects import (
     StartCi,
 )
 from keepgreen.core.scheduler.events import (
+    CiLost,
     EntrySubmitted,
     Event,
     ImpactedTargetsSet,
@@ -268,6 +269,8 @@ class _World:
                 self.landed(number, new_tip)
             case LandRefused(number=number, problem=problem, tip=tip):
                 self.land_refused(number, problem, tip)
+            case CiLost(run_id=run_id):
+                self.ci_lost(run_id)
             case _:
                 assert_never(event)
 
@@ -345,6 +348,40 @@ class _World:
         entry = self.entries[entry.id]
         if entry.state is not PrState.PENDING or entry.verified_by_test_run is not None:
             self.move(entry, PrState.PENDING, StateReason.RESTART_REQUESTED)
+
+    def ci_lost(self, run_id: TestRunId) -> None:
+        """Start a run's built-in CI again: its worker died before the command reported.
+
+        Ignored unless the run is still waiting for the built-in status (none final reported,
+        no start or cancel of it under way): a late or repeated report of a loss changes
+        nothing. The run keeps its id, test commit and members; its timeout counts afresh.
+        """
+        run = self.runs.get(run_id)
+        if (
+            run is None
+            or run.status is not TestRunStatus.IN_PROGRESS
+            or run.sha is None
+            or not self.policy.has_built_in_ci
+            or BUILT_IN_CI_CONTEXT not in run.required_statuses
+        ):
+            return
+        reported = self.statuses.get(run.sha, {}).get(BUILT_IN_CI_CONTEXT)
+        if reported is not None and reported is not CommitState.PENDING:
+            return
+        if any(isinstance(e, StartCi | CancelCi) and e.run_id == run_id for e in self.in_flight):
+            return
+        self.put_run(replace(run, started_at=self.now))
+        self.emit(StartCi(run_id, run.sha, self.queue.config.testing_timeout_minutes * 60))
+        for entry_id in run.tested_prs:
+            entry = self.entries.get(entry_id)
+            if entry is not None:
+                self.move(
+                    entry,
+                    entry.state,
+                    StateReason.CI_LOST,
+                    run_id=run_id,
+                    verified_by=entry.verified_by_test_run,
+                )
 
     def target_moved(self, sha: str) -> None:
         if self.queue.target_sha == sha:

@@ -140,6 +140,15 @@ class LandRefused:
     tip: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class CiLost:
+    """The built-in CI of run `run_id` stopped without reporting: the worker process running it
+    died (or stopped). The run starts again (`ci_lost`); it is not failed.
+    """
+
+    run_id: TestRunId
+
+
 Event: TypeAlias = (
     Tick
     | EntrySubmitted
@@ -156,4 +165,5 @@ Event: TypeAlias = (
     | TestCommitConflict
     | Landed
     | LandRefused
+    | CiLost
 )

@@ -1,7 +1,7 @@
 """repositories name the variables their built-in CI command gets
 
 Revision ID: 0006
-Revises: 0004
+Revises: 0005
 Create Date: 2026-11-24 16:40:00
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0006"
-down_revision: str | None = "0004"
+down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,22 @@
+"""Processes on this machine, read from /proc: what tests of killed runs look for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def processes_running(argv: str) -> list[int]:
+    """The live processes (zombies excluded) whose whole command line is `argv`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        line = b" ".join(word for word in words if word).decode(errors="replace")
+        if line == argv and state != "Z":
+            found.append(int(entry.name))
+    return found
