@@ -12,6 +12,7 @@ import pytest
 from keepgreen.adapters.ci.records import ProcessId
 from keepgreen.adapters.ci.runner import BuiltInRunner
 from keepgreen.adapters.ci.sandbox import Unboxed
+from tests.support.processes import process_group_members
 
 
 def dead_pid() -> ProcessId:
@@ -54,16 +55,7 @@ def write_record(
 
 
 def group_alive(pgid: int) -> bool:
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if fields[0] != "Z" and int(fields[2]) == pgid:
-                return True
-    return False
+    return bool(process_group_members(pgid))
 
 
 def make_runner(data_dir: Path) -> BuiltInRunner:

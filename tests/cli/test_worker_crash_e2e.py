@@ -31,7 +31,7 @@ from tests.cli.test_serve_e2e import Served, keepgreen
 from tests.conftest import PG_URL
 from tests.support.gitrepo import GitRepo
 from tests.support.pgschema import fresh_schema
-from tests.support.processes import processes_running
+from tests.support.processes import process_group_members, processes_running
 from tests.support.wire import REPO, queue_body
 
 pytestmark = pytest.mark.slow
@@ -99,22 +99,6 @@ def wait_until(check: Callable[[], bool], *, seconds: float, what: str) -> float
             return time.monotonic() - started
         time.sleep(0.05)
     pytest.fail(f"{what}: not after {seconds} s")
-
-
-def process_group_members(pgid: int) -> list[int]:
-    """The pids of the live processes in group `pgid` (zombies excluded)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(entry.name))
-    return members
 
 
 def live_workers(env: dict[str, str], tmp_path: Path) -> list[str]:

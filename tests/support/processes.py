@@ -20,3 +20,19 @@ def processes_running(argv: str) -> list[int]:
         if line == argv and state != "Z":
             found.append(int(entry.name))
     return found
+
+
+def process_group_members(pgid: int) -> list[int]:
+    """The pids of the live processes (zombies excluded) in process group `pgid`."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
