@@ -5,6 +5,7 @@ KEEPGREEN_TEST_DATABASE_URL is set (dropped afterwards).
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,3 +40,11 @@ def backends(work: Path) -> Iterator[tuple[str, str, Path]]:
         (work / "pg").mkdir()
         with postgresql_schema(pg) as url:
             yield "postgresql", url, work / "pg"
+
+
+def empty_repository(path: Path) -> Path:
+    """An empty git repository at `path`: what a registration needs when a benchmark reads no
+    git (repositories are checked to be there when registered).
+    """
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    return path

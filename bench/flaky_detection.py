@@ -19,6 +19,8 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from backends import empty_repository  # bench/ is on sys.path when run as a script
+
 from keepgreen.app.flaky.ingest import ReportFile, UploadMetadata
 from keepgreen.bootstrap import Container, bootstrap
 from keepgreen.core.flaky.monitors import TestStatus
@@ -56,7 +58,7 @@ def run(seed: int, days: int, work: Path) -> dict[str, object]:
     )
     org = container.admin.authenticate(container.admin.create_token("bench"))
     container.admin.add_repository(
-        org_slug="bench", ref=REPO, git_url=str(work / "none"), ci_command=None
+        org_slug="bench", ref=REPO, git_url=str(empty_repository(work / "none")), ci_command=None
     )
     assert org is not None
     rng = random.Random(seed)  # noqa: S311 (benchmark data, not secrets)

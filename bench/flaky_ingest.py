@@ -17,7 +17,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from backends import backends  # bench/ is on sys.path when run as a script
+from backends import backends, empty_repository  # bench/ is on sys.path when run as a script
 from fastapi.testclient import TestClient
 
 from keepgreen.bootstrap import bootstrap
@@ -50,7 +50,10 @@ def run_backend(name: str, url: str, workdir: Path, uploads: int, tests: int) ->
     container = bootstrap(Settings(database_url=url, data_dir=workdir / "data"))
     token = container.admin.create_token("bench")
     container.admin.add_repository(
-        org_slug="bench", ref=RepoRef(**REPO), git_url=str(workdir / "none"), ci_command=None
+        org_slug="bench",
+        ref=RepoRef(**REPO),
+        git_url=str(empty_repository(workdir / "none")),
+        ci_command=None,
     )
     headers = {"x-api-token": token}
     rng = random.Random(7)  # noqa: S311 (benchmark data, not secrets)
