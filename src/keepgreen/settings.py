@@ -12,6 +12,10 @@ DEFAULT_DATA_DIR = Path("./keepgreen-data")
 MAX_BODY_BYTES = 20 * 1024 * 1024  # the interface's 20 MiB request limit
 
 
+class SettingsError(ValueError):
+    """A setting keepgreen cannot work with; the message names it and says why."""
+
+
 class Settings(BaseSettings):
     """Everything keepgreen reads from its environment; see the README's Configuration table."""
 
@@ -56,7 +60,7 @@ class Settings(BaseSettings):
                 continue
             path = Path(part).resolve()
             if path == data_dir or path in data_dir.parents or data_dir in path.parents:
-                raise ValueError(
+                raise SettingsError(
                     f"KEEPGREEN_CI_READONLY_PATHS names {part}, which would show keepgreen's "
                     "data dir to PR code"
                 )

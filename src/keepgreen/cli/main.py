@@ -147,11 +147,11 @@ def _container() -> Container:
     from pydantic import ValidationError
 
     from keepgreen.bootstrap import bootstrap
-    from keepgreen.settings import Settings
+    from keepgreen.settings import Settings, SettingsError
 
     try:
         return bootstrap(Settings())
-    except (ValidationError, ValueError) as error:
+    except (ValidationError, SettingsError) as error:
         # A setting keepgreen cannot work with: one sentence, not a traceback.
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from error
