@@ -6,11 +6,15 @@ KEEPGREEN_TEST_DATABASE_URL names a PostgreSQL database (CI sets it).
 
 from __future__ import annotations
 
+import io
+import json
+import logging
 import os
 import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -19,6 +23,7 @@ from sqlalchemy import text
 from keepgreen.adapters.db.engine import make_engine, migrate
 from keepgreen.adapters.db.tables import Base
 from keepgreen.bootstrap import Container, bootstrap
+from keepgreen.logs import log_handler, route_structlog_to_stdlib
 from keepgreen.settings import Settings
 from keepgreen.web.app import create_app
 from tests.support.gitrepo import GitRepo
@@ -41,6 +46,46 @@ class FakeClock:
 
     def advance(self, **delta: float) -> None:
         self.now += timedelta(**delta)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _structlog_through_logging() -> None:
+    """keepgreen's structlog events reach the standard library, as in the served process, so
+    that pytest's log capture (and `log_lines`) sees them.
+    """
+    route_structlog_to_stdlib()
+
+
+class LogLines:
+    """What keepgreen logged during a test, rendered as the JSON lines `serve` would write."""
+
+    def __init__(self, stream: io.StringIO) -> None:
+        self._stream = stream
+
+    def all(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self._stream.getvalue().splitlines()]
+
+    def events(self, event: str) -> list[dict[str, Any]]:
+        return [line for line in self.all() if line["event"] == event]
+
+    def text(self) -> str:
+        return self._stream.getvalue()
+
+
+@pytest.fixture
+def log_lines() -> Iterator[LogLines]:
+    """keepgreen's log at INFO and above, in the JSON format of KEEPGREEN_LOG_FORMAT=json."""
+    stream = io.StringIO()
+    handler = log_handler("json", stream)
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        yield LogLines(stream)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
 
 
 @pytest.fixture(scope="session")

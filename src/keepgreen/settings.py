@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
+from pydantic import field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATA_DIR = Path("./keepgreen-data")
@@ -20,6 +21,11 @@ class Settings(BaseSettings):
     """Everything keepgreen reads from its environment; see the README's Configuration table."""
 
     model_config = SettingsConfigDict(env_prefix="KEEPGREEN_", extra="ignore")
+
+    @field_validator("log_format", "log_level", mode="before")
+    @classmethod
+    def _lowercase(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
 
     database_url: str | None = None
     data_dir: Path = DEFAULT_DATA_DIR
@@ -48,6 +54,10 @@ class Settings(BaseSettings):
     rollup_retention_days: int = 90
     # Seconds between the worker's flaky-test sweeps (monitors recovering, retention).
     flaky_sweep_seconds: float = 60.0
+    # Logs go to stderr: `console` (one readable line per event) or `json` (one JSON object
+    # per line, for a log shipper), at this level and above.
+    log_format: Literal["console", "json"] = "console"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     def readonly_paths(self) -> list[Path]:
         """KEEPGREEN_CI_READONLY_PATHS as absolute paths; one that would show the data dir

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -203,12 +202,12 @@ def test_token_repo_serve_submit_and_status(
     assert (unknown.returncode, unknown.stdout, unknown.stderr) == (1, "", f"error: {message}\n")
 
     # Stopped, the server leaves everything in the SQLite file under the data dir.
-    # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal to exit by it.
-    assert served.stop() in (0, -signal.SIGTERM), served.output
+    # uvicorn shuts down gracefully on SIGTERM; keepgreen then exits 0 through its cleanup.
+    assert served.stop() == 0, served.output
     assert "Application shutdown complete" in served.output
     database = tmp_path / "data" / "keepgreen.db"
     assert database.is_file()
-    assert f"on sqlite:///{database}" in served.output
+    assert f"database=sqlite:///{database}" in served.output
     assert not (workdir / "keepgreen-data").exists()  # KEEPGREEN_DATA_DIR, not the default
     container = bootstrap(Settings(data_dir=tmp_path / "data", database_url=None))
     try:
@@ -258,15 +257,16 @@ def test_the_built_in_runner_merges_a_passing_pr_and_fails_a_failing_one(
     )  # fmt: skip
     served = serve(worker=not separate_worker)
     worker = None
+    worker_log = tmp_path / "worker.log"
     if separate_worker:
-        log = (tmp_path / "worker.log").open("w")
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "keepgreen", "worker"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=workdir,
-        )
+        with worker_log.open("w") as log:
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "keepgreen", "worker"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**env, "KEEPGREEN_LOG_FORMAT": "json"},
+                cwd=workdir,
+            )
     try:
         headers = {"x-api-token": token}
 
@@ -286,7 +286,32 @@ def test_the_built_in_runner_merges_a_passing_pr_and_fails_a_failing_one(
             assert worker.wait(timeout=STOP_TIMEOUT_SECONDS) == 0
     log_lines = git_repo.git("log", "--format=%s", "main").splitlines()
     assert log_lines == ["Add a (#1)", "add the check", "initial commit"]
+    # The worker's log tells the story (JSON lines from `keepgreen worker`, the console
+    # format from `keepgreen serve`), and a stopped worker says so.
+    if separate_worker:
+        events = [json.loads(line) for line in worker_log.read_text().splitlines()]
+        (merged,) = [line for line in events if line["event"] == "pr merged"]
+        assert (merged["pr"], merged["sha"]) == (1, git_repo.tip("main"))
+        (failed,) = [line for line in events if line["event"] == "pr failed"]
+        assert (failed["pr"], failed["reason"]) == (2, "tests_failed")
+        assert events[-1]["event"] == "worker stopped"
+    else:
+        assert served.stop() == 0
+        merged_line = next(line for line in served.output.splitlines() if "pr merged" in line)
+        assert f"sha={git_repo.tip('main')}" in merged_line
+        assert "worker stopped" in served.output.splitlines()[-1]
     logs = list((tmp_path / "data" / "ci" / "logs").glob("*.log"))
     assert len(logs) >= 2  # one per run, kept after the run
     branches = git_repo.git("for-each-ref", "refs/heads/keepgreen-merge")
     assert branches == ""  # test branches are deleted when their runs end
+
+
+def test_a_bad_log_setting_is_one_line_naming_it(env: dict[str, str], workdir: Path) -> None:
+    bad = {**env, "KEEPGREEN_LOG_FORMAT": "xml", "KEEPGREEN_LOG_LEVEL": "loud"}
+    for command in (["serve"], ["worker"]):
+        result = keepgreen(*command, env=bad, cwd=workdir, check=False)
+        assert result.returncode == 2
+        assert result.stderr.splitlines() == [
+            "error: KEEPGREEN_LOG_FORMAT: Input should be 'console' or 'json'",
+            "error: KEEPGREEN_LOG_LEVEL: Input should be 'debug', 'info', 'warning' or 'error'",
+        ]

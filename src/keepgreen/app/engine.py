@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from keepgreen.app.ports import Clock, UnitOfWork
+from keepgreen.app.queue_log import log_decision
 from keepgreen.core.enums import PrState
 from keepgreen.core.ids import PullRequestId, QueueId
 from keepgreen.core.model import Queue, QueueEntry, Repository, TestRun
@@ -69,6 +70,7 @@ class QueueEngine:
         now = self._clock()
         decision = decide(loaded.state, event, now=now, policy=loaded.policy)
         self._persist(uow, loaded.state, decision)
+        uow.after_commit(lambda: log_decision(loaded.repository, loaded.state, event, decision))
         return decision
 
     def _persist(self, uow: UnitOfWork, before: EngineState, decision: Decision) -> None:

@@ -5,7 +5,7 @@ Repositories never commit: the unit of work does, once per use case.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -392,6 +392,11 @@ class UnitOfWork(Protocol):
         tb: TracebackType | None,
     ) -> None: ...
     def commit(self) -> None: ...
+    def after_commit(self, callback: Callable[[], object]) -> None:
+        """Run `callback` after the next successful `commit` (logs, metrics: things that must
+        not report what a rollback undid). A failing callback is logged, not raised.
+        """
+        ...
 
 
 class UnitOfWorkFactory(Protocol):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
+
+import structlog
 
 from keepgreen.app.engine import QueueEngine
 from keepgreen.app.errors import Conflict, InvalidInput, NotFound, Unavailable
@@ -40,7 +41,7 @@ from keepgreen.core.scheduler import (
     UserCancelled,
 )
 
-logger = logging.getLogger(__name__)
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +286,7 @@ def _unavailable(repository: Repository, error: CodeHostError) -> Unavailable:
     """The 503 for a code host that cannot be read. Its words (paths on the server, git's
     messages) go to the server's log, not to the API client.
     """
-    logger.warning("cannot read %s: %s", repository.ref, error)
+    log.warning("git data unreadable", repo=str(repository.ref), error=str(error))
     return Unavailable(
         "code_host_unavailable",
         f"the git data of {repository.ref} cannot be read right now; "

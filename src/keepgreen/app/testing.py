@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+import structlog
+
 from keepgreen.app.errors import InvalidInput, NotFound
 from keepgreen.app.lookup import find_queue, find_repository
 from keepgreen.app.ports import Clock, UnitOfWorkFactory
@@ -22,6 +24,8 @@ from keepgreen.core.model import (
 from keepgreen.core.names import normalize_sha, plain_name_problem
 
 BUILT_IN_CI_CONTEXT = "keepgreen/ci"
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,5 +159,13 @@ class StatusService:
         with self._uow() as uow:
             uow.statuses.upsert(status)
             uow.commit()
+        log.info(
+            "status received",
+            repo=str(repository.ref),
+            sha=sha,
+            context=context,
+            result=state.value,
+            description=description,
+        )
         self._wake()
         return status

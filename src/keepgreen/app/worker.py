@@ -19,7 +19,6 @@ the worker that holds its queue starts it again (`CiLost`).
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -27,8 +26,11 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import assert_never
 
+import structlog
+
 from keepgreen.app.engine import QueueEngine, live_entries
 from keepgreen.app.errors import KeepgreenError
+from keepgreen.app.outages import Notice, Outages
 from keepgreen.app.ports import (
     BuildConflict,
     CiRunner,
@@ -38,6 +40,7 @@ from keepgreen.app.ports import (
     MergeHost,
     UnitOfWorkFactory,
 )
+from keepgreen.app.queue_log import queue_name
 from keepgreen.core.enums import PrState, TestRunStatus
 from keepgreen.core.ids import QueueId
 from keepgreen.core.model import Queue, QueueEntry, Repository
@@ -61,7 +64,7 @@ from keepgreen.core.scheduler import (
     Tick,
 )
 
-logger = logging.getLogger(__name__)
+log = structlog.get_logger(__name__)
 
 # Bounds one pass over a queue's outbox: effects beget effects (a merge starts the next run),
 # but a pass must end so other queues get their turn.
@@ -111,6 +114,11 @@ class Worker:
         self._clock = clock
         self._settings = settings
         self.wakeup = threading.Event()
+        # For log lines: each queue's name once a pass has read it, and the git hosts that
+        # cannot be read (told once, then reminded with backoff) and the effects retried.
+        self._names: dict[QueueId, str] = {}
+        self._outages = Outages(now=time.monotonic)
+        self._attempts: dict[int, int] = {}
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -123,6 +131,7 @@ class Worker:
         another worker takes over at its next pass instead of after the lease.
         """
         self.recover()
+        log.info("worker started", holder=self._settings.holder)
         self._stopping = stop
         # The heartbeat outlives `stop` until the pass under way has ended: the leases it
         # renews are what keeps another worker out while that pass finishes its effect.
@@ -140,7 +149,7 @@ class Worker:
                 try:
                     self.run_once()
                 except Exception:  # a bad pass must not kill the worker; the next one retries
-                    logger.exception("worker pass failed")
+                    log.exception("worker pass failed")
                 self.run_chores_when_due()
                 self.wakeup.wait(self._settings.poll_seconds)
         finally:
@@ -149,13 +158,14 @@ class Worker:
             if self._runner is not None:
                 self._runner.close(wait=False)
             self.release_all()
+            log.info("worker stopped", holder=self._settings.holder)
 
     def _heartbeat_loop(self, stop: threading.Event) -> None:
         while not stop.wait(self._settings.heartbeat_seconds):
             try:
                 self.beat()
             except Exception:  # the database may be away for a moment; the next beat retries
-                logger.exception("worker heartbeat failed")
+                log.exception("worker heartbeat failed")
             self.recover()
 
     def beat(self) -> None:
@@ -176,6 +186,8 @@ class Worker:
         if lost:
             with self._held_lock:
                 self._held -= lost
+            for queue_id in lost:
+                log.warning("lease lost", queue=self._name(queue_id), holder=self._settings.holder)
 
     def recover(self) -> None:
         """Clean up the CI runs of workers on this host that died (see `BuiltInRunner`)."""
@@ -184,7 +196,7 @@ class Worker:
         try:
             self._recover()
         except Exception:  # a cleanup that fails now is tried again at the next heartbeat
-            logger.exception("cleaning up dead workers' CI runs failed")
+            log.exception("cleaning up dead workers' ci runs failed")
 
     def wake(self) -> None:
         self.wakeup.set()
@@ -203,7 +215,7 @@ class Worker:
             try:
                 chore()
             except Exception:  # a failing chore waits for its next turn; queues go on
-                logger.exception("worker chore failed")
+                log.exception("worker chore failed", chore=getattr(chore, "__name__", None))
 
     def run_once(self) -> None:
         """One pass over every queue this worker can lease."""
@@ -217,7 +229,9 @@ class Worker:
     def release_all(self) -> None:
         """Hand back every lease and leave the `workers` table (this worker stops)."""
         with self._held_lock:
+            handed_back = len(self._held)
             self._held.clear()
+        log.info("leases handed back", holder=self._settings.holder, queues=handed_back)
         with self._uow() as uow:
             uow.leases.release_all(self._settings.holder)
             uow.workers.remove(self._settings.holder)
@@ -227,17 +241,29 @@ class Worker:
         now = self._clock()
         until = now + timedelta(seconds=self._settings.lease_seconds)
         with self._uow() as uow:
-            if uow.queues.get(queue_id) is None:
+            queue = uow.queues.get(queue_id)
+            if queue is None:
                 taken = False
             else:
                 taken = uow.leases.acquire(queue_id, self._settings.holder, now=now, until=until)
                 uow.commit()
+                if taken and queue_id not in self._names:
+                    repository = uow.repositories.get(queue.repository_id)
+                    self._names[queue_id] = queue_name(repository, queue.branch)
         with self._held_lock:
+            was_held = queue_id in self._held
             if taken:
                 self._held.add(queue_id)
             else:
                 self._held.discard(queue_id)
+        if taken and not was_held:
+            log.info("lease taken", queue=self._name(queue_id), holder=self._settings.holder)
+        elif was_held and not taken:
+            log.warning("lease lost", queue=self._name(queue_id), holder=self._settings.holder)
         return taken
+
+    def _name(self, queue_id: QueueId) -> str:
+        return self._names.get(queue_id, str(queue_id))
 
     # -- one queue --------------------------------------------------------------------------
 
@@ -249,17 +275,35 @@ class Worker:
                 return
             repository = uow.repositories.get(queue.repository_id)
             entries = live_entries(uow, queue_id)
+        name = self._names[queue_id] = queue_name(repository, queue.branch)
         try:
             observations = self._observe(repository, queue, entries)
-        except CodeHostError:
-            logger.warning("cannot read %s; queue %s waits", repository.ref, queue.branch)
+        except CodeHostError as error:
+            self._tell_outage(name, error)
             return
+        if self._outages.failures(name):
+            down = self._outages.seconds_down(name)
+            self._outages.succeeded(name)
+            log.info("git host reachable again", queue=name, seconds_down=round(down))
         observations += self._lost_runs(queue_id, repository)
         for event in (*observations, Tick()):
             if not self._feed(queue_id, event):
-                logger.warning("lost the lease of queue %s mid-pass", queue_id)
-                return
+                return  # the lease was lost; `_feed` said so
         self._carry_out_outbox(queue_id, repository)
+
+    def _tell_outage(self, name: str, error: CodeHostError) -> None:
+        """A queue's git host cannot be read: say so once, then remind with backoff."""
+        notice = self._outages.failed(name)
+        if notice is Notice.STARTED:
+            log.warning("git host unreachable; the queue waits", queue=name, error=str(error))
+        elif notice is Notice.REMINDER:
+            log.warning(
+                "git host still unreachable; the queue waits",
+                queue=name,
+                error=str(error),
+                seconds_down=round(self._outages.seconds_down(name)),
+                failed_passes=self._outages.failures(name),
+            )
 
     def _lost_runs(self, queue_id: QueueId, repository: Repository) -> list[Event]:
         """`CiLost` for each built-in CI run whose command no longer runs anywhere: started by
@@ -332,6 +376,9 @@ class Worker:
             if not uow.leases.holds(queue_id, self._settings.holder):
                 with self._held_lock:
                     self._held.discard(queue_id)
+                log.warning(
+                    "lease lost mid-pass", queue=self._name(queue_id), holder=self._settings.holder
+                )
                 return False
             if done is not None and not uow.effects.delete(done):
                 return True  # another worker answered it already
@@ -352,16 +399,29 @@ class Worker:
                 # A long pass outlived the lease and another worker took the queue over:
                 # stop here rather than act beside it (renewing before each effect keeps the
                 # overlap to at most the effect under way).
-                logger.warning("lost the lease of queue %s mid-pass", queue_id)
-                return
+                return  # `_take_lease` said so
             effect_id, effect = pending[0]
             attempted.add(effect_id)
             try:
                 result = self._carry_out(repository, effect)
-            except (CodeHostError, KeepgreenError, OSError):
+            except (CodeHostError, KeepgreenError, OSError) as error:
                 # Left in the outbox: the next pass tries again.
-                logger.exception("effect %s failed for queue %s", type(effect).__name__, queue_id)
+                attempt = self._attempts[effect_id] = self._attempts.get(effect_id, 0) + 1
+                log.warning(
+                    "effect failed; retried next pass",
+                    queue=self._name(queue_id),
+                    effect=type(effect).__name__,
+                    attempt=attempt,
+                    error=str(error),
+                    exc_info=not isinstance(error, CodeHostError),
+                )
                 continue
+            if self._attempts.pop(effect_id, 0):
+                log.info(
+                    "effect succeeded after retries",
+                    queue=self._name(queue_id),
+                    effect=type(effect).__name__,
+                )
             if result is None:
                 with self._uow() as uow:
                     if not uow.leases.holds(queue_id, self._settings.holder):
@@ -369,8 +429,7 @@ class Worker:
                     uow.effects.delete(effect_id)
                     uow.commit()
             elif not self._feed(queue_id, result, done=effect_id):
-                logger.warning("lost the lease of queue %s mid-pass", queue_id)
-                return
+                return  # the lease was lost; `_feed` said so
 
     def _carry_out(self, repository: Repository, effect: Effect) -> Event | None:
         """Do one effect through the ports; the event that answers it, if any."""
@@ -436,4 +495,12 @@ class Worker:
         tip = None
         if problem == "target_moved":
             tip = self._host.branch_tip(repository, effect.target_branch)
+        log.warning(
+            "landing refused",
+            queue=queue_name(repository, effect.target_branch),
+            pr=effect.number,
+            problem=problem,
+            expected_tip=effect.expected_tip,
+            tip=tip,
+        )
         return LandRefused(effect.number, problem, tip)

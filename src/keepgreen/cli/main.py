@@ -5,12 +5,15 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Annotated
 
+import structlog
 import typer
 
 from keepgreen.cli import client, flaky, upload
 
 if TYPE_CHECKING:
     from keepgreen.bootstrap import Container
+
+log = structlog.get_logger("keepgreen")
 
 app = typer.Typer(
     name="keepgreen",
@@ -36,13 +39,20 @@ def serve(
     ] = False,
 ) -> None:
     """Run the HTTP API and the queue worker on the configured database."""
+    import signal
+
     import uvicorn
 
     from keepgreen.web.app import create_app
 
-    container = _container()
+    container = _container(configure_logs=True)
     url = container.settings.resolved_database_url()
-    typer.echo(f"keepgreen serving http://{host}:{port}/v1 on {_redact(url)}", err=True)
+    log.info(
+        "keepgreen serving",
+        url=f"http://{host}:{port}/v1",
+        database=_redact(url),
+        worker=not no_worker,
+    )
     stop = threading.Event()
     thread = None
     if not no_worker:
@@ -50,10 +60,21 @@ def serve(
             target=container.worker.serve, args=(stop,), name="keepgreen-worker", daemon=True
         )
         thread.start()
-        typer.echo("keepgreen: queue worker running", err=True)
         _warn_about_the_sandbox(container)
+    # uvicorn shuts down on SIGTERM, then raises the signal again with the handler that was
+    # there before it: make that an exit through `finally`, so the worker hands its leases
+    # back and its CI runs are stopped (the default handler would kill the process first).
+    signal.signal(signal.SIGTERM, _exit_quietly)
     try:
-        uvicorn.run(create_app(container=container), host=host, port=port, log_level="info")
+        # uvicorn leaves logging as configured (log_config=None); keepgreen writes the access
+        # lines itself, with a request id and the latency.
+        uvicorn.run(
+            create_app(container=container),
+            host=host,
+            port=port,
+            log_config=None,
+            access_log=False,
+        )
     finally:
         stop.set()
         container.worker.wake()
@@ -65,13 +86,9 @@ def serve(
 @app.command()
 def worker() -> None:
     """Run the queue worker alone (several may run against one PostgreSQL)."""
-    import logging
     import signal
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    # alembic announces each of its plugins at INFO on every start: noise in a worker's log.
-    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
-    container = _container()
+    container = _container(configure_logs=True)
     stop = threading.Event()
 
     def on_signal(_signum: int, _frame: object) -> None:
@@ -81,7 +98,7 @@ def worker() -> None:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     url = container.settings.resolved_database_url()
-    typer.echo(f"keepgreen worker on {_redact(url)}", err=True)
+    log.info("keepgreen worker", database=_redact(url))
     _warn_about_the_sandbox(container)
     try:
         container.worker.serve(stop)
@@ -143,25 +160,44 @@ def repo_add(
     typer.echo(f"Registered {repository.ref} ({repository.git_url}) with org {org!r}.")
 
 
-def _container() -> Container:
+def _container(*, configure_logs: bool = False) -> Container:
+    """The container from the environment's settings; a bad setting is one sentence, exit 2.
+
+    `configure_logs`: the long-running commands log (format and level from the settings)
+    from before the database is opened, so that migrations and start-up problems show too.
+    """
     from pydantic import ValidationError
 
     from keepgreen.bootstrap import bootstrap
+    from keepgreen.logs import configure_logging
     from keepgreen.settings import Settings, SettingsError
 
     try:
-        return bootstrap(Settings())
-    except (ValidationError, SettingsError) as error:
-        # A setting keepgreen cannot work with: one sentence, not a traceback.
+        settings = Settings()
+        if configure_logs:
+            configure_logging(log_format=settings.log_format, level=settings.log_level)
+        return bootstrap(settings)
+    except ValidationError as error:
+        # A setting keepgreen cannot work with: one sentence per setting, not pydantic's
+        # report (the value is not repeated: it may be a secret).
+        for problem in error.errors():
+            name = "KEEPGREEN_" + "_".join(str(part) for part in problem["loc"]).upper()
+            typer.echo(f"error: {name}: {problem['msg']}", err=True)
+        raise typer.Exit(2) from error
+    except SettingsError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from error
+
+
+def _exit_quietly(_signum: int, _frame: object) -> None:
+    raise SystemExit(0)
 
 
 def _warn_about_the_sandbox(container: Container) -> None:
     """Say at start when the built-in CI cannot box PR code (its runs would end `error`)."""
     problem = container.runner.sandbox_problem()
     if problem is not None:
-        typer.echo(f"keepgreen: warning: built-in CI runs will fail: {problem}", err=True)
+        log.warning("built-in CI runs will fail", problem=problem)
 
 
 def _redact(url: str) -> str:

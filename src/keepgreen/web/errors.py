@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
+import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 
 from keepgreen.app.errors import Conflict, InvalidInput, KeepgreenError, NotFound, Unavailable
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger(__name__)
 
 # Python's JSON parser recurses once per level of arrays and objects, up to the interpreter's
 # recursion limit (1000 by default); no request of the API nests more than a few levels.
@@ -113,5 +113,5 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(_request: Request, error: Exception) -> JSONResponse:
-        log.exception("unexpected error", exc_info=error)
+        log.exception("unexpected error", path=_request.url.path, exc_info=error)
         return error_response(500, "internal_error", "keepgreen failed to handle the request")

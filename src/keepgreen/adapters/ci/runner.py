@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
+
+import structlog
 
 from keepgreen.adapters.ci.records import RunRecords
 from keepgreen.adapters.ci.sandbox import (
@@ -29,7 +31,7 @@ from keepgreen.core.model import Repository
 
 CONTEXT = "keepgreen/ci"
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger(__name__)
 
 # Cloning a big repository can be slow, but a hung git must not hold a worker forever.
 _GIT_TIMEOUT_SECONDS = 600
@@ -115,6 +117,7 @@ class BuiltInRunner:
             self._live.add(run_id)
         # Before queueing, so that a status exists at once and the final one cannot precede it.
         self._send(repo, sha, CommitState.PENDING, f"running {command}", log_path)
+        log.info("ci queued", run=run_id, repo=str(repo.ref), sha=sha, log_file=str(log_path))
         self._executor.submit(self._job, repo, command, run_id, sha, timeout_seconds, log_path)
 
     def is_running(self, run_id: str) -> bool:
@@ -169,7 +172,7 @@ class BuiltInRunner:
             self._processes_on_disk.forget(record.run_id)
             cleaned.append(record.run_id)
         if cleaned:
-            log.warning("cleaned up the CI runs of dead workers: %s", ", ".join(cleaned))
+            log.warning("cleaned up dead workers' ci runs", runs=cleaned)
         return cleaned
 
     def close(self, wait: bool = True) -> None:
@@ -200,6 +203,7 @@ class BuiltInRunner:
         log_path: Path,
     ) -> None:
         run: RunDirectory | None = None
+        started = time.monotonic()
         try:
             if self._is_cancelled(run_id):
                 return
@@ -212,10 +216,20 @@ class BuiltInRunner:
                     repo, command, run_id, sha, timeout_seconds, run, log_file
                 )
             if outcome is not None:
-                self._send(repo, sha, *outcome, log_path)
+                state, description = outcome
+                log.info(
+                    "ci finished",
+                    run=run_id,
+                    repo=str(repo.ref),
+                    sha=sha,
+                    result=state.value,
+                    description=description,
+                    seconds=round(time.monotonic() - started, 1),
+                )
+                self._send(repo, sha, state, description, log_path)
         except Exception as error:
             # A worker thread's exception would otherwise sit unread in its future.
-            log.exception("CI run %s of %s on %s failed", run_id, repo.ref, sha)
+            log.exception("ci runner failed", run=run_id, repo=str(repo.ref), sha=sha)
             if not self._is_cancelled(run_id):
                 self._send(repo, sha, CommitState.ERROR, f"the runner failed: {error}", log_path)
         finally:
@@ -353,7 +367,9 @@ class BuiltInRunner:
             )
         except Exception:
             # The status store may be briefly unavailable; the run itself is still worth doing.
-            log.exception("could not report %s for %s on %s", state, repo.ref, sha)
+            log.exception(
+                "ci status not stored", run_state=state.value, repo=str(repo.ref), sha=sha
+            )
 
 
 def _note(log_file: BinaryIO, text: str) -> None:

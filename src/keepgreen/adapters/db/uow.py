@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
+import structlog
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -27,6 +29,8 @@ from keepgreen.adapters.db.repositories import (
 from keepgreen.app.errors import Conflict
 from keepgreen.app.ports import IdFactory
 
+log = structlog.get_logger(__name__)
+
 
 class SqlUnitOfWork:
     """Opens a session on enter; `commit` commits it; leaving without commit rolls back."""
@@ -37,6 +41,7 @@ class SqlUnitOfWork:
 
     def __enter__(self) -> Self:
         self._session = self._session_factory()
+        self._after_commit: list[Callable[[], object]] = []
         session = self._session
         self.orgs = SqlOrgs(session)
         self.tokens = SqlTokens(session)
@@ -69,6 +74,16 @@ class SqlUnitOfWork:
 
     def commit(self) -> None:
         self._session.commit()
+        callbacks, self._after_commit = self._after_commit, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # what is committed stays committed; a report that fails is logged
+                log.exception("after-commit callback failed")
+
+    def after_commit(self, callback: Callable[[], object]) -> None:
+        """Call `callback` once this transaction has committed (never if it rolls back)."""
+        self._after_commit.append(callback)
 
 
 def _write_conflict() -> Conflict:

@@ -1,0 +1,151 @@
+"""Log output: structlog and the standard library's loggers as one timestamped stream.
+
+keepgreen's own code logs with `structlog.get_logger(__name__)` and key-value pairs
+(`log.info("pr merged", queue="github.com/acme/app:main", pr=7, sha=...)`); the libraries
+underneath (uvicorn, alembic, SQLAlchemy) log through the standard library. Both reach one
+handler on stderr that renders every line the same way: `console` for people, `json` (one
+object per line) for a log shipper. Entry points call `configure_logging` once at start.
+
+Secrets never reach a line: every string passes `scrub`, which hides the password or token of
+a URL, and values under keys that name a secret are replaced whole. The call sites do not log
+secrets in the first place; this is the second line of defence.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from collections.abc import MutableMapping
+from typing import IO, Literal
+
+import structlog
+from structlog.typing import EventDict, Processor
+
+LogFormat = Literal["console", "json"]
+
+_SECRET_KEYS = re.compile(r"token|password|passwd|secret|authorization|cookie|api_key", re.I)
+# The userinfo of a URL (`https://user:secret@host`, `https://ghp_x@host`): all of it goes,
+# since a lone "user" part is often the token itself.
+_URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
+# keepgreen's own API tokens, wherever they turn up in a message.
+_API_TOKEN = re.compile(r"\bkg_[A-Za-z0-9_-]{20,}")
+_HIDDEN = "***"
+
+
+def scrub(text: str) -> str:
+    """`text` with URL credentials and keepgreen API tokens hidden."""
+    if "@" in text:
+        text = _URL_USERINFO.sub(rf"\g<scheme>{_HIDDEN}@", text)
+    if "kg_" in text:
+        text = _API_TOKEN.sub(_HIDDEN, text)
+    return text
+
+
+def _scrub_event(_logger: object, _method: str, event: EventDict) -> EventDict:
+    for key, value in event.items():
+        if _SECRET_KEYS.search(key) and key != "event":
+            event[key] = _HIDDEN
+        elif isinstance(value, str):
+            event[key] = scrub(value)
+    return event
+
+
+def _drop_color_message(_logger: object, _method: str, event: EventDict) -> EventDict:
+    # uvicorn passes a second, ANSI-coloured copy of its message as `color_message`.
+    event.pop("color_message", None)
+    return event
+
+
+def _shared_processors() -> list[Processor]:
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.stdlib.ExtraAdder(),
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _drop_color_message,
+        _scrub_event,
+    ]
+
+
+def route_structlog_to_stdlib() -> None:
+    """Make structlog's loggers hand their events to the standard library's, where handlers
+    (`configure_logging`'s, or a test's capture) render them. Without it structlog prints
+    on its own.
+    """
+    structlog.configure(
+        processors=[
+            structlog.stdlib.filter_by_level,
+            structlog.stdlib.PositionalArgumentsFormatter(),
+            *_shared_processors(),
+            structlog.processors.StackInfoRenderer(),
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        # Not cached: configuring again (tests) must take effect for loggers made before.
+        cache_logger_on_first_use=False,
+    )
+
+
+def configure_logging(
+    *, log_format: LogFormat = "console", level: str = "info", stream: IO[str] | None = None
+) -> None:
+    """Send every log line, ours and the libraries', to `stream` (stderr) in one format."""
+    route_structlog_to_stdlib()
+    handler = log_handler(log_format, stream if stream is not None else sys.stderr)
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    # Libraries' chatter that says nothing an operator acts on.
+    for name, floor in _QUIET.items():
+        logging.getLogger(name).setLevel(max(floor, root.level))
+    # uvicorn configures its own loggers unless told not to (log_config=None); its lines then
+    # propagate here, and its access log is replaced by keepgreen's (request id, latency).
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logger = logging.getLogger(name)
+        logger.handlers.clear()
+        logger.propagate = True
+
+
+def log_handler(log_format: LogFormat, stream: IO[str]) -> logging.Handler:
+    """A handler that writes records, structlog's and the standard library's, to `stream`."""
+    shared = _shared_processors()
+    renderer: Processor
+    if log_format == "json":
+        renderer = structlog.processors.JSONRenderer()
+    else:
+        renderer = structlog.dev.ConsoleRenderer(colors=False, pad_event_to=28)
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            # A traceback becomes text here, and is scrubbed like every other string.
+            structlog.processors.format_exc_info,
+            _scrub_event,
+            renderer,
+        ],
+    )
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(formatter)
+    return handler
+
+
+_QUIET: MutableMapping[str, int] = {
+    "alembic.runtime.plugins": logging.WARNING,  # announces each plugin on every start
+    "alembic.runtime.migration": logging.WARNING,  # "Context impl SQLiteImpl" at each start
+    "uvicorn.access": logging.WARNING,  # replaced by keepgreen.access
+    "httpx": logging.WARNING,
+}
+
+
+__all__ = [
+    "LogFormat",
+    "configure_logging",
+    "log_handler",
+    "route_structlog_to_stdlib",
+    "scrub",
+]

@@ -1,0 +1,107 @@
+"""Log output: one timestamped line per event, JSON or console, with secrets hidden."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+import structlog
+
+from keepgreen.logs import configure_logging, route_structlog_to_stdlib, scrub
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """configure_logging replaces the root handlers; put pytest's back afterwards."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    route_structlog_to_stdlib()
+
+
+def _json_lines(stream: io.StringIO) -> list[dict[str, object]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_json_lines_carry_time_level_logger_event_and_fields() -> None:
+    stream = io.StringIO()
+    configure_logging(log_format="json", level="info", stream=stream)
+    structlog.get_logger("keepgreen.queue").info("pr merged", queue="h/o/n:main", pr=7)
+    logging.getLogger("uvicorn.error").info("Started server process [%d]", 42)
+    first, second = _json_lines(stream)
+    assert {k: first[k] for k in ("event", "level", "logger", "queue", "pr")} == {
+        "event": "pr merged",
+        "level": "info",
+        "logger": "keepgreen.queue",
+        "queue": "h/o/n:main",
+        "pr": 7,
+    }
+    stamp = datetime.fromisoformat(str(first["timestamp"]))
+    assert stamp.tzinfo is not None
+    assert stamp.utcoffset() == UTC.utcoffset(None)
+    # The standard library's records (uvicorn, alembic) come out in the same shape.
+    assert second["event"] == "Started server process [42]"
+    assert second["logger"] == "uvicorn.error"
+    assert "timestamp" in second
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_console_lines_are_one_line_each_with_a_timestamp() -> None:
+    stream = io.StringIO()
+    configure_logging(log_format="console", level="info", stream=stream)
+    structlog.get_logger("keepgreen.queue").warning("pr failed", pr=2, reason="tests_failed")
+    (line,) = stream.getvalue().splitlines()
+    assert line.startswith(datetime.now(UTC).strftime("%Y-"))
+    assert "warning" in line
+    assert "pr failed" in line
+    assert "reason=tests_failed" in line
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_the_level_setting_drops_lines_below_it() -> None:
+    stream = io.StringIO()
+    configure_logging(log_format="json", level="warning", stream=stream)
+    log = structlog.get_logger("keepgreen.queue")
+    log.info("pr submitted", pr=1)
+    log.debug("noise")
+    log.warning("pr failed", pr=1)
+    assert [line["event"] for line in _json_lines(stream)] == ["pr failed"]
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_secrets_never_reach_a_line() -> None:
+    stream = io.StringIO()
+    configure_logging(log_format="json", level="info", stream=stream)
+    log = structlog.get_logger("keepgreen.test")
+    secret = "kg_" + "s3cr3t" * 8
+    log.info("cannot fetch", url="https://user:hunter2@git.example.com/acme/app.git")
+    log.info("registered", git_token="plain-value", password="pw", api_token=secret)
+    log.warning(f"an error that quotes {secret} in its words")
+    logging.getLogger("some.library").warning("GET https://ghp_abc123@example.com/x failed")
+    try:
+        raise RuntimeError("push to https://x-access-token:tok9876@example.com/r.git failed")
+    except RuntimeError:
+        log.exception("effect failed")
+    text = stream.getvalue()
+    for leaked in ("hunter2", "plain-value", "s3cr3t", "ghp_abc123", "tok9876", '"pw"'):
+        assert leaked not in text
+    lines = _json_lines(stream)
+    assert lines[0]["url"] == "https://***@git.example.com/acme/app.git"
+    assert lines[1]["git_token"] == "***"
+    assert "Traceback" in str(lines[-1]["exception"])  # the traceback is kept, scrubbed
+
+
+def test_scrub_leaves_plain_text_and_ssh_style_remotes_alone() -> None:
+    assert scrub("queue github.com/acme/app:main merged 1a2b") == (
+        "queue github.com/acme/app:main merged 1a2b"
+    )
+    # scp-like remotes name a user, not a secret, and have no scheme.
+    assert scrub("git@github.com:acme/app.git") == "git@github.com:acme/app.git"
+    assert scrub("ssh://git:pw@host/x") == "ssh://***@host/x"
