@@ -22,6 +22,7 @@ from sqlalchemy import text
 
 from keepgreen.adapters.db.engine import make_engine, migrate
 from keepgreen.adapters.db.tables import Base
+from keepgreen.app.ports import MergeHost
 from keepgreen.bootstrap import Container, bootstrap
 from keepgreen.logs import log_handler, route_structlog_to_stdlib
 from keepgreen.settings import Settings
@@ -144,13 +145,23 @@ def ci_control(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def code_host() -> MergeHost | None:
+    """The container's code host: None for the built-in local one; a module may override it."""
+    return None
+
+
+@pytest.fixture
 def container(
-    database_url: str, tmp_path: Path, clock: FakeClock, ci_control: Path
+    database_url: str,
+    tmp_path: Path,
+    clock: FakeClock,
+    ci_control: Path,
+    code_host: MergeHost | None,
 ) -> Iterator[Container]:
     settings = Settings(
         database_url=database_url, data_dir=tmp_path / "data", ci_readonly_paths=str(ci_control)
     )
-    built = bootstrap(settings, clock=clock, run_migrations=False)
+    built = bootstrap(settings, clock=clock, run_migrations=False, code_host=code_host)
     yield built
     built.close()
 

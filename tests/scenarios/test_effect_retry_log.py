@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from keepgreen.adapters.git.local_host import LocalGitHost
 from keepgreen.app.ports import CodeHostError
-from keepgreen.bootstrap import Container, bootstrap
 from keepgreen.core.model import Repository
-from keepgreen.settings import Settings
-from tests.conftest import FakeClock, LogLines
+from tests.conftest import LogLines
 from tests.support.scenario import Scenario
 
 QUEUE = "github.com/acme/widgets:main"
@@ -33,15 +28,8 @@ class DeletesFailTwice(LocalGitHost):
 
 
 @pytest.fixture
-def container(
-    database_url: str, tmp_path: Path, clock: FakeClock, ci_control: Path
-) -> Iterator[Container]:
-    settings = Settings(
-        database_url=database_url, data_dir=tmp_path / "data", ci_readonly_paths=str(ci_control)
-    )
-    built = bootstrap(settings, clock=clock, run_migrations=False, code_host=DeletesFailTwice())
-    yield built
-    built.close()
+def code_host() -> DeletesFailTwice:
+    return DeletesFailTwice()
 
 
 def test_a_failed_effect_is_retried_and_says_so(scenario: Scenario, log_lines: LogLines) -> None:

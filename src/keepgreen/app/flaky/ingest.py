@@ -12,6 +12,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import NamedTuple, Protocol
 
+import structlog
+
 from keepgreen.app.errors import InvalidInput
 from keepgreen.app.flaky.detection import Detector
 from keepgreen.app.flaky.store import (
@@ -45,6 +47,8 @@ MAX_RESULTS_PER_UPLOAD = 200_000
 # to send; this bounds what they cost to hold, while a real upload at the result limit, with
 # Java-length names, keeps about 40 million.
 MAX_TEXT_PER_UPLOAD = 128 * 1024 * 1024
+
+log = structlog.get_logger(__name__)
 
 
 class ResultLimitReached(Exception):
@@ -256,6 +260,16 @@ class IngestService:
             )
             summary = self._store(uow, repository, org_slug, metadata, parsed, owners)
             uow.commit()
+        log.info(
+            "upload stored",
+            repo=str(repository.ref),
+            sha=metadata.commit_sha,
+            upload=summary.upload_id,
+            files=summary.files,
+            results=summary.results,
+            failed=summary.failed,
+            infrastructure_failure=summary.excluded_as_infrastructure_failure,
+        )
         return summary
 
     def _read(self, files: Sequence[ReportFile]) -> list[tuple[str, list[_Kept]]]:
