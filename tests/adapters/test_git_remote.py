@@ -301,3 +301,24 @@ def test_git_words_that_match_no_known_cause_are_shown_without_secrets(token_fil
         "git-url https://git.example.com/w.git cannot be read: unable to access "
         "'https://***@git.example.com/w.git/': weird thing, also ***"
     )
+
+
+def test_a_url_stored_with_credentials_is_redacted_in_the_code_hosts_errors() -> None:
+    from datetime import UTC, datetime
+
+    from keepgreen.adapters.git.local_host import LocalGitHost
+    from keepgreen.core.ids import OrgId, RepositoryId
+    from keepgreen.core.model import RepoRef, Repository
+
+    stored = Repository(
+        RepositoryId("r"),
+        OrgId("o"),
+        RepoRef("github.com", "acme", "old"),
+        "https://bot:s3cr3tPassw0rd@git.example.com/acme/old.git",
+        None,
+        datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    with pytest.raises(CodeHostError) as refused:
+        LocalGitHost().branch_tip(stored, "main")
+    assert "s3cr3tPassw0rd" not in str(refused.value)
+    assert "https://***@git.example.com/acme/old.git" in str(refused.value)

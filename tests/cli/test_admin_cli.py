@@ -157,7 +157,7 @@ def test_a_repository_is_added_listed_shown_updated_and_removed(
     added = admin.ok(*add_args("acme", REPO_ARG, str(first.path), "--ci-command", "make test"))
     assert added.stdout == (
         f"Registered {REPO_ARG} ({first.path}) with org 'acme'.\n"
-        "Found 2 branches (default main) and 1 pull request ref (refs/pull/*/head).\n"
+        "Found 2 branches (default branch main) and 1 pull request ref (refs/pull/*/head).\n"
     )
 
     listed = admin.json("repo", "list")
@@ -184,7 +184,7 @@ def test_a_repository_is_added_listed_shown_updated_and_removed(
     )
     assert moved.stdout.startswith(
         f"Updated {REPO_ARG} of org 'acme'.\n"
-        "Found 1 branch (default main) and 0 pull request refs (refs/pull/*/head).\n"
+        "Found 1 branch (default branch main) and 0 pull request refs (refs/pull/*/head).\n"
     )
     changed = admin.json("repo", "show", REPO_ARG)
     assert (changed["gitUrl"], changed["ciCommand"], changed["ciEnv"]) == (
@@ -282,7 +282,7 @@ def test_a_remote_repository_is_read_before_it_is_added(admin: Admin, tmp_path: 
         missing = admin.refused(*add_args("acme", "github.com/acme/other", f"{base}/other.git"))
     assert added.stdout == (
         f"Registered {REPO_ARG} ({url}) with org 'acme'.\n"
-        "Found 3 branches (default main) and 2 pull request refs (refs/pull/*/head).\n"
+        "Found 3 branches (default branch main) and 2 pull request refs (refs/pull/*/head).\n"
     )
     assert missing == (
         f"git-url {base}/other.git cannot be read: there is no git repository there (or it is "
@@ -358,7 +358,7 @@ def test_the_token_is_in_no_output_error_or_process_listing(admin: Admin, tmp_pa
         )
     assert outputs[0] == (
         f"Registered {REPO_ARG} ({url}) with org 'acme'.\n"
-        "Found 2 branches (default main) and 1 pull request ref (refs/pull/*/head).\n"
+        "Found 2 branches (default branch main) and 1 pull request ref (refs/pull/*/head).\n"
     )
     shown = admin.json("repo", "show", REPO_ARG)
     assert (shown["gitTokenFile"], shown["gitUsername"]) == (str(token_file), "ci-bot")

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -163,7 +164,7 @@ def _token_commands(token_app: typer.Typer, open_container: ContainerFactory) ->
         if not tokens:
             typer.echo("No tokens." if org is None else f"No tokens in org {org!r}.")
             return
-        table = Table()
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
         for column in ("id", "org", "name", "created", "revoked"):
             table.add_column(column, no_wrap=column in ("id", "created", "revoked"))
         for token in tokens:
@@ -266,7 +267,7 @@ def _repo_commands(repo_app: typer.Typer, open_container: ContainerFactory) -> N
         if not repositories:
             typer.echo("No repositories." if org is None else f"No repositories in org {org!r}.")
             return
-        table = Table()
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
         for column in ("repository", "org", "git url", "sign-in", "CI command", "queues"):
             table.add_column(column, overflow="fold")
         for info in repositories:
@@ -276,7 +277,7 @@ def _repo_commands(repo_app: typer.Typer, open_container: ContainerFactory) -> N
                 Text(info.git_url),
                 _auth_kind(info.repository.auth),
                 Text(info.repository.ci_command or NONE),
-                Text(_queues_text(info.queues)),
+                Text(_queues_text(info.queues) or NONE),
             )
         _console().print(table)
 
@@ -395,7 +396,7 @@ _CREDENTIALS_IN_URL = (
 def _found(survey: RepositorySurvey) -> str:
     """What the reachability check found, as one line."""
     default = (
-        f"default {survey.default_branch}"
+        f"default branch {survey.default_branch}"
         if survey.default_branch
         else "HEAD names no existing branch"
     )
