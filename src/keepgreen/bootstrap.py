@@ -15,7 +15,8 @@ from keepgreen.adapters.ci.runner import BuiltInRunner
 from keepgreen.adapters.ci.sandbox import make_sandbox
 from keepgreen.adapters.db.engine import make_engine, migrate
 from keepgreen.adapters.db.uow import SqlUnitOfWork
-from keepgreen.adapters.git.local_host import LocalGitHost, local_path, locate_repository
+from keepgreen.adapters.git.local_host import LocalGitHost, local_path
+from keepgreen.adapters.git.survey import RepositorySurveyor
 from keepgreen.adapters.junit import ReportError, TooManyResults, parse_report
 from keepgreen.adapters.owners import OwnersFile, read_codeowners
 from keepgreen.app.admin import AdminService
@@ -159,7 +160,7 @@ def bootstrap(
     return Container(
         settings=settings,
         engine=engine,
-        admin=AdminService(unit_of_work, clock=clock, new_id=new_id, locate=locate_repository),
+        admin=AdminService(unit_of_work, clock=clock, new_id=new_id, locate=RepositorySurveyor()),
         queues=QueueService(
             unit_of_work, engine=queue_engine, wake=wake, clock=clock, new_id=new_id
         ),

@@ -100,15 +100,17 @@ def configure_logging(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
-    # Libraries' chatter that says nothing an operator acts on.
-    for name, floor in _QUIET.items():
-        logging.getLogger(name).setLevel(max(floor, root.level))
-    # uvicorn configures its own loggers unless told not to (log_config=None); its lines then
-    # propagate here, and its access log is replaced by keepgreen's (request id, latency).
+    # uvicorn configures its own loggers unless told not to (log_config=None, and a server
+    # started before may have): its lines propagate here, at the root's level, and its access
+    # log is replaced by keepgreen's (request id, latency).
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logger = logging.getLogger(name)
         logger.handlers.clear()
         logger.propagate = True
+        logger.setLevel(logging.NOTSET)
+    # Libraries' chatter that says nothing an operator acts on.
+    for name, floor in _QUIET.items():
+        logging.getLogger(name).setLevel(max(floor, root.level))
 
 
 def log_handler(log_format: LogFormat, stream: IO[str]) -> logging.Handler:

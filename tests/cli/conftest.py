@@ -37,7 +37,12 @@ def live_url(container: Container) -> Iterator[str]:
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(container=container), host="127.0.0.1", port=port, log_level="warning"
+            create_app(container=container),
+            host="127.0.0.1",
+            port=port,
+            # As `keepgreen serve`: logging stays as configured (here, pytest's capture).
+            log_config=None,
+            access_log=False,
         )
     )
     thread = threading.Thread(target=server.run, name="keepgreen-live-server", daemon=True)

@@ -36,3 +36,30 @@ def process_group_members(pgid: int) -> list[int]:
         if fields[0] != "Z" and int(fields[2]) == pgid:
             members.append(int(entry.name))
     return members
+
+
+def all_command_lines() -> list[str]:
+    """The command line of every process on this machine (what `ps -ef` would list)."""
+    lines = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        lines.append(b" ".join(word for word in words if word).decode(errors="replace"))
+    return lines
+
+
+def all_environments() -> list[str]:
+    """The environment of every process this user may read, each as one text."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            found.append((entry / "environ").read_bytes().decode(errors="replace"))
+        except OSError:
+            continue
+    return found

@@ -1,32 +1,128 @@
-"""Orgs, API tokens and repository registration (the operator's CLI commands)."""
+"""Orgs, API tokens and repositories: what an operator sets up, lists, changes and removes."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import secrets
+import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
 
 from keepgreen.app.errors import Conflict, InvalidInput, NotFound
 from keepgreen.app.ports import (
     Clock,
     CodeHostError,
+    CredentialFileError,
     IdFactory,
     RepositoryLocator,
+    RepositorySurvey,
     StoredToken,
     UnitOfWork,
     UnitOfWorkFactory,
 )
+from keepgreen.core.enums import PrState, QueueState
+from keepgreen.core.git_urls import auth_problem, credentials_problem, redact_url
 from keepgreen.core.ids import OrgId, RepositoryId
-from keepgreen.core.model import Org, RepoRef, Repository
+from keepgreen.core.model import NO_AUTH, GitAuth, Org, RepoRef, Repository
 from keepgreen.core.names import plain_name_problem, variable_name_problem
 
 TOKEN_PREFIX = "kg_"  # noqa: S105 (a prefix, not a secret)
+_ACTIVE_STATES = frozenset(state for state in PrState if not state.is_terminal)
 
 
 def hash_token(token: str) -> str:
     """The stored form of a token: sha256 hex. Tokens are 256 random bits, so no salt is needed."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def default_token_name(token_id: str) -> str:
+    """The name of a token created without one (migration 0007 named older tokens alike)."""
+    return f"token-{token_id[:8]}"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    """A token as it is shown: never its secret, nor the secret's hash."""
+
+    id: str
+    org: str
+    name: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedToken:
+    """A new token: `secret` is shown once, then only its hash is kept."""
+
+    info: TokenInfo
+    secret: str
+
+    def __repr__(self) -> str:
+        return f"IssuedToken(info={self.info!r}, secret='***')"
+
+
+@dataclass(frozen=True, slots=True)
+class Revocation:
+    token: TokenInfo
+    already: bool  # the token had been revoked before; nothing changed
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSummary:
+    branch: str
+    state: QueueState
+    active_prs: int  # pull requests neither merged, failed nor cancelled
+
+
+@dataclass(frozen=True, slots=True)
+class RepositoryInfo:
+    """A registered repository as the operator sees it; `git_url` is shown redacted."""
+
+    repository: Repository
+    org: str
+    queues: tuple[QueueSummary, ...]
+
+    @property
+    def git_url(self) -> str:
+        return redact_url(self.repository.git_url)
+
+    @property
+    def has_credentials_in_url(self) -> bool:
+        """Stored by an older keepgreen with credentials inside the URL."""
+        return self.git_url != self.repository.git_url
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """What `add_repository` or a git change of `update_repository` stored and found."""
+
+    info: RepositoryInfo
+    survey: RepositorySurvey | None  # None when an update left the git URL and credentials be
+
+
+@dataclass(frozen=True, slots=True)
+class RepositoryChanges:
+    """An update: None leaves a value as it is. `auth` fields that are set replace the stored
+    ones, after `clear_auth` dropped them all; `clear_ci_command` removes the CI command.
+    """
+
+    git_url: str | None = None
+    ci_command: str | None = None
+    clear_ci_command: bool = False
+    ci_env: tuple[str, ...] | None = None
+    auth: GitAuth = NO_AUTH
+    clear_auth: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    ref: RepoRef
+    org: str
+    queues: tuple[str, ...]  # the branches of the queues removed
+    active_prs: int  # pull requests forgotten while still in a queue (only with force)
 
 
 class AdminService:
@@ -43,14 +139,66 @@ class AdminService:
         self._clock = clock
         self._new_id = new_id
 
-    def create_token(self, org_slug: str) -> str:
+    # -- tokens -----------------------------------------------------------------------------------
+
+    def create_token(self, org_slug: str, *, name: str | None = None) -> str:
         """Create the org if it is new and a token for it; returns the secret (shown once)."""
-        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        return self.issue_token(org_slug, name=name).secret
+
+    def issue_token(self, org_slug: str, *, name: str | None = None) -> IssuedToken:
+        """Like `create_token`, with the new token's id and name beside its secret."""
+        if name is not None:
+            problem = plain_name_problem(name)
+            if problem is not None:
+                raise InvalidInput("invalid_field", f"name {problem}")
+        secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        token_id = self._new_id()
         with self._uow() as uow:
             org = self._ensure_org(uow, org_slug)
-            uow.tokens.add(StoredToken(self._new_id(), org.id, hash_token(token), self._clock()))
+            stored = StoredToken(
+                id=token_id,
+                org_id=org.id,
+                token_hash=hash_token(secret),
+                created_at=self._clock(),
+                name=name.strip() if name is not None else default_token_name(token_id),
+            )
+            uow.tokens.add(stored)
             uow.commit()
-        return token
+        return IssuedToken(_token_info(stored, org.slug), secret)
+
+    def list_tokens(self, *, org_slug: str | None = None) -> list[TokenInfo]:
+        """Every token (of one org when `org_slug` is given), oldest first, revoked ones too."""
+        with self._uow() as uow:
+            slugs = {org.id: org.slug for org in uow.orgs.list_all()}
+            org_id = None if org_slug is None else self._existing_org(uow, org_slug).id
+            tokens = uow.tokens.list(org_id)
+        return [_token_info(token, slugs.get(token.org_id, "?")) for token in tokens]
+
+    def revoke_token(self, token_id: str) -> Revocation:
+        """Refuse the token from now on; revoking a revoked token changes nothing."""
+        token_id = token_id.strip()
+        if token_id.startswith(TOKEN_PREFIX):
+            # Someone passed the secret itself: do not repeat it, say what is wanted.
+            raise InvalidInput(
+                "invalid_field",
+                "TOKEN_ID is a token's id, not its secret; `keepgreen token list` shows the ids",
+            )
+        if not _is_uuid(token_id):
+            raise InvalidInput(
+                "invalid_field", "TOKEN_ID must be a token id as `keepgreen token list` shows it"
+            )
+        with self._uow() as uow:
+            stored = uow.tokens.get(token_id)
+            if stored is None:
+                raise NotFound("token_not_found", f"no token has the id {token_id}")
+            already = stored.revoked_at is not None
+            if not already:
+                uow.tokens.revoke(token_id, self._clock())
+                stored = uow.tokens.get(token_id)
+                assert stored is not None  # noqa: S101 (revoking keeps the row)
+            org = uow.orgs.get(stored.org_id)
+            uow.commit()
+        return Revocation(_token_info(stored, org.slug if org else "?"), already=already)
 
     def org_slug(self, org_id: OrgId, *, claimed: str | None = None) -> str:
         """The org's slug; a different `claimed` slug (a request's org_url_slug) is a 404,
@@ -65,7 +213,11 @@ class AdminService:
         return org.slug
 
     def authenticate(self, token: str) -> OrgId | None:
-        """The org of a token, or None. The hash is compared in constant time."""
+        """The org of a live token, or None. The hash is compared in constant time.
+
+        Read from the database at every call (no cache), so a revoked token is refused from
+        the very next request on.
+        """
         if not token or len(token) > 512:
             return None
         candidate = hash_token(token)
@@ -73,7 +225,11 @@ class AdminService:
             stored = uow.tokens.find_by_hash(candidate)
         if stored is None or not hmac.compare_digest(stored.token_hash, candidate):
             return None
+        if stored.revoked_at is not None:
+            return None
         return stored.org_id
+
+    # -- repositories -----------------------------------------------------------------------------
 
     def add_repository(
         self,
@@ -83,48 +239,201 @@ class AdminService:
         git_url: str,
         ci_command: str | None,
         ci_env: Sequence[str] = (),
+        auth: GitAuth = NO_AUTH,
     ) -> Repository:
-        """Register a repository with an org (created if new).
+        """Register a repository with an org (created if new); see `register_repository`."""
+        return self.register_repository(
+            org_slug=org_slug,
+            ref=ref,
+            git_url=git_url,
+            ci_command=ci_command,
+            ci_env=ci_env,
+            auth=auth,
+        ).info.repository
+
+    def register_repository(
+        self,
+        *,
+        org_slug: str,
+        ref: RepoRef,
+        git_url: str,
+        ci_command: str | None,
+        ci_env: Sequence[str] = (),
+        auth: GitAuth = NO_AUTH,
+    ) -> Registration:
+        """Register a repository with an org (created if new), once its git data can be read.
 
         The git URL must lead to a git repository (a local one is stored as its absolute path)
         that no other registration uses: two orgs on one repository would each see the
-        other's pull requests and move the other's branches. 409 if `ref` or the repository is
-        registered already; 400 for a bad name, a missing repository or a reserved variable.
+        other's pull requests and move the other's branches. Credentials never go in the URL;
+        `auth` names the files that hold them. 409 if `ref` or the repository is registered
+        already; 400 for a bad name, credentials in the URL, an unusable credential file, a
+        repository that cannot be read or a reserved variable.
         """
         for field, value in (("host", ref.host), ("owner", ref.owner), ("name", ref.name)):
             problem = plain_name_problem(value)
             if problem is not None:
                 raise InvalidInput("invalid_field", f"{field} {problem}")
-        if not git_url.strip():
-            raise InvalidInput("invalid_field", "git-url must not be empty")
         variables = _checked_variables(ci_env)
-        try:
-            location = self._locate(git_url)
-        except CodeHostError as error:
-            raise InvalidInput("invalid_git_url", f"git-url {error}") from error
+        survey = self._survey(git_url, auth)
         with self._uow() as uow:
             org = self._ensure_org(uow, org_slug)
             if uow.repositories.find(org.id, ref) is not None:
                 raise Conflict("repository_exists", f"repository {ref} is already registered")
-            for other in uow.repositories.using_git_url(location):
-                if other.org_id != org.id:
-                    raise Conflict(
-                        "git_url_in_use",
-                        f"{git_url} is already registered by another organization",
-                    )
-                raise Conflict("git_url_in_use", f"{git_url} is already registered as {other.ref}")
+            _refuse_used_location(uow, survey.location, git_url, org_id=org.id)
             repository = Repository(
                 id=RepositoryId(self._new_id()),
                 org_id=org.id,
                 ref=ref,
-                git_url=location,
+                git_url=survey.location,
                 ci_command=ci_command or None,
                 created_at=self._clock(),
                 ci_env=variables,
+                auth=survey.auth,
             )
             uow.repositories.add(repository)
             uow.commit()
-        return repository
+        return Registration(RepositoryInfo(repository, org.slug, ()), survey)
+
+    def list_repositories(self, *, org_slug: str | None = None) -> list[RepositoryInfo]:
+        """Every registered repository (of one org when `org_slug` is given), by reference."""
+        with self._uow() as uow:
+            slugs = {org.id: org.slug for org in uow.orgs.list_all()}
+            if org_slug is None:
+                repositories = uow.repositories.list_all()
+            else:
+                repositories = uow.repositories.list_for_org(self._existing_org(uow, org_slug).id)
+            return [
+                RepositoryInfo(repo, slugs.get(repo.org_id, "?"), _queues(uow, repo.id))
+                for repo in repositories
+            ]
+
+    def show_repository(self, ref: RepoRef, *, org_slug: str | None = None) -> RepositoryInfo:
+        """One repository; without `org_slug`, `ref` must name one repository of one org."""
+        with self._uow() as uow:
+            repository, org = self._find(uow, ref, org_slug)
+            return RepositoryInfo(repository, org.slug, _queues(uow, repository.id))
+
+    def update_repository(
+        self, ref: RepoRef, changes: RepositoryChanges, *, org_slug: str | None = None
+    ) -> Registration:
+        """Change a repository's git URL, credentials or CI settings.
+
+        A new URL or new credentials are checked as at registration (the repository must be
+        readable with them, and no other registration may use the URL), so the stored
+        repository always passed the checks it would pass today.
+        """
+        with self._uow() as uow:
+            current, _ = self._find(uow, ref, org_slug)
+        auth = NO_AUTH if changes.clear_auth else current.auth
+        auth = GitAuth(
+            token_file=changes.auth.token_file or auth.token_file,
+            username=changes.auth.username or auth.username,
+            ssh_key_file=changes.auth.ssh_key_file or auth.ssh_key_file,
+            ssh_known_hosts=changes.auth.ssh_known_hosts or auth.ssh_known_hosts,
+        )
+        git_url = current.git_url if changes.git_url is None else changes.git_url
+        survey = None
+        if changes.git_url is not None or auth != current.auth:
+            survey = self._survey(git_url, auth)
+        updated = replace(
+            current,
+            git_url=current.git_url if survey is None else survey.location,
+            auth=current.auth if survey is None else survey.auth,
+            ci_command=None
+            if changes.clear_ci_command
+            else (changes.ci_command or current.ci_command),
+            ci_env=current.ci_env if changes.ci_env is None else _checked_variables(changes.ci_env),
+        )
+        with self._uow() as uow:
+            repository, org = self._find(uow, ref, org_slug)
+            if repository.id != current.id:
+                raise Conflict(
+                    "concurrent_write", "the repository changed during the update; retry it"
+                )
+            if survey is not None:
+                _refuse_used_location(
+                    uow, survey.location, git_url, org_id=org.id, itself=repository.id
+                )
+            uow.repositories.save(updated)
+            info = RepositoryInfo(updated, org.slug, _queues(uow, updated.id))
+            uow.commit()
+        return Registration(info, survey)
+
+    def remove_repository(
+        self, ref: RepoRef, *, org_slug: str | None = None, force: bool = False
+    ) -> Removal:
+        """Remove a repository with its queues, pull requests, test runs, statuses and flaky
+        test data. While a queue holds pull requests that are not merged, failed or
+        cancelled, that is a 409 unless `force`, which forgets them (a built-in CI command
+        still running ends on its own; its result is dropped).
+        """
+        with self._uow() as uow:
+            repository, org = self._find(uow, ref, org_slug)
+            queues = uow.queues.list_for_repositories([repository.id])
+            # Lock the queues, so that no submission slips in between the count and the delete.
+            for queue in queues:
+                uow.queues.get(queue.id, lock=True)
+            active = uow.entries.list_for_queues([q.id for q in queues], states=_ACTIVE_STATES)
+            if active and not force:
+                busy = sorted({q.branch for q in queues for e in active if e.queue_id == q.id})
+                raise Conflict(
+                    "repository_busy",
+                    f"repository {ref} has {len(active)} pull request(s) still in its queues "
+                    f"({', '.join(busy)}); cancel them first, or remove it with --force",
+                )
+            uow.repositories.delete(repository.id)
+            uow.commit()
+        return Removal(ref, org.slug, tuple(q.branch for q in queues), len(active))
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _survey(self, git_url: str, auth: GitAuth) -> RepositorySurvey:
+        """Check the URL and credentials, then read the repository; each refusal a 400."""
+        if not git_url.strip():
+            raise InvalidInput("invalid_field", "git-url must not be empty")
+        problem = credentials_problem(git_url) or auth_problem(git_url, auth)
+        if problem is not None:
+            raise InvalidInput("invalid_git_url", problem)
+        try:
+            return self._locate(git_url, auth=auth)
+        except CredentialFileError as error:
+            raise InvalidInput("invalid_git_auth", str(error)) from error
+        except CodeHostError as error:
+            message = str(error)
+            if not message.startswith("git-url "):
+                message = f"git-url {message}"
+            raise InvalidInput("invalid_git_url", message) from error
+
+    def _find(self, uow: UnitOfWork, ref: RepoRef, org_slug: str | None) -> tuple[Repository, Org]:
+        if org_slug is not None:
+            org = self._existing_org(uow, org_slug)
+            repository = uow.repositories.find(org.id, ref)
+            if repository is None:
+                raise NotFound(
+                    "repository_not_found",
+                    f"repository {ref} is not registered with org {org_slug!r}",
+                )
+            return repository, org
+        found = list(uow.repositories.with_ref(ref))
+        if not found:
+            raise NotFound("repository_not_found", f"repository {ref} is not registered")
+        orgs = [uow.orgs.get(repository.org_id) for repository in found]
+        if len(found) > 1:
+            names = ", ".join(sorted(org.slug for org in orgs if org is not None))
+            raise InvalidInput(
+                "ambiguous_repository",
+                f"repository {ref} is registered by several orgs ({names}); say which with --org",
+            )
+        only = orgs[0]
+        assert only is not None  # noqa: S101 (a repository's org is a foreign key)
+        return found[0], only
+
+    def _existing_org(self, uow: UnitOfWork, slug: str) -> Org:
+        org = uow.orgs.get_by_slug(slug)
+        if org is None:
+            raise NotFound("org_not_found", f"org {slug!r} does not exist")
+        return org
 
     def _ensure_org(self, uow: UnitOfWork, slug: str) -> Org:
         problem = plain_name_problem(slug)
@@ -135,6 +444,47 @@ class AdminService:
             org = Org(OrgId(self._new_id()), slug, self._clock())
             uow.orgs.add(org)
         return org
+
+
+def _refuse_used_location(
+    uow: UnitOfWork,
+    location: str,
+    git_url: str,
+    *,
+    org_id: OrgId,
+    itself: RepositoryId | None = None,
+) -> None:
+    """409 when another registration uses the git data at `location`."""
+    shown = redact_url(git_url)
+    for other in uow.repositories.using_git_url(location):
+        if other.id == itself:
+            continue
+        if other.org_id != org_id:
+            raise Conflict(
+                "git_url_in_use", f"{shown} is already registered by another organization"
+            )
+        raise Conflict("git_url_in_use", f"{shown} is already registered as {other.ref}")
+
+
+def _queues(uow: UnitOfWork, repository_id: RepositoryId) -> tuple[QueueSummary, ...]:
+    queues = uow.queues.list_for_repositories([repository_id])
+    active = uow.entries.list_for_queues([q.id for q in queues], states=_ACTIVE_STATES)
+    return tuple(
+        QueueSummary(q.branch, q.state, sum(1 for e in active if e.queue_id == q.id))
+        for q in queues
+    )
+
+
+def _token_info(token: StoredToken, org: str) -> TokenInfo:
+    return TokenInfo(token.id, org, token.name, token.created_at, token.revoked_at)
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _checked_variables(names: Sequence[str]) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ from keepgreen.core.ids import OrgId, PullRequestId, QueueId, RepositoryId, Test
 from keepgreen.core.model import (
     ChainLink,
     CommitStatus,
+    GitAuth,
     ImpactedTargets,
     Org,
     PullRequestInfo,
@@ -44,6 +45,12 @@ class IdFactory(Protocol):
 
 class CodeHostError(Exception):
     """The code host could not answer (repository missing or unreadable)."""
+
+
+class CredentialFileError(CodeHostError):
+    """A file named as a repository's credentials is missing, unreadable or unusable; the
+    sentence names the option (`git-token-file ...`) and never the file's content.
+    """
 
 
 class CodeHost(Protocol):
@@ -147,13 +154,26 @@ class MergeHost(CodeHost, Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class RepositorySurvey:
+    """What the check before a registration found at a git URL."""
+
+    location: str  # the canonical URL: a local repository's absolute path, a remote as given
+    auth: GitAuth  # the credentials as they will be stored (file paths made absolute)
+    branches: int  # refs/heads/*
+    default_branch: str | None  # the branch HEAD names; None when HEAD names no branch
+    pull_requests: int  # refs/pull/<n>/head
+
+
 class RepositoryLocator(Protocol):
-    """Checks where a repository's git data lives, before it is registered."""
+    """Checks that a repository's git data can be read, before it is registered."""
 
-    def __call__(self, git_url: str, /) -> str:
-        """The canonical form of `git_url` (a local path made absolute, links resolved).
+    def __call__(self, git_url: str, /, *, auth: GitAuth) -> RepositorySurvey:
+        """Read the repository's refs at `git_url`, signing in with `auth` (whose files are
+        checked first), and say what is there.
 
-        Raises CodeHostError, with a sentence, when no git repository is there.
+        Raises CredentialFileError for a credential file that cannot be used, CodeHostError
+        when no git repository can be read there; each with one sentence and no secret.
         """
         ...
 
@@ -200,12 +220,16 @@ class CiRunner(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class StoredToken:
-    """A token row: only the hash of the secret is kept."""
+    """A token row: only the hash of the secret is kept. A revoked token is kept (to be
+    listed) and refused from `revoked_at` on.
+    """
 
     id: str
     org_id: OrgId
     token_hash: str
     created_at: datetime
+    name: str
+    revoked_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,11 +244,18 @@ class OrgRepository(Protocol):
     def get_by_slug(self, slug: str) -> Org | None: ...
     def get(self, org_id: OrgId) -> Org | None: ...
     def add(self, org: Org) -> None: ...
+    def list_all(self) -> Sequence[Org]: ...
 
 
 class TokenRepository(Protocol):
     def add(self, token: StoredToken) -> None: ...
     def find_by_hash(self, token_hash: str) -> StoredToken | None: ...
+    def get(self, token_id: str) -> StoredToken | None: ...
+    def list(self, org_id: OrgId | None = None) -> Sequence[StoredToken]:
+        """Tokens of one org (every org when None), oldest first."""
+        ...
+
+    def revoke(self, token_id: str, at: datetime) -> None: ...
 
 
 class RepositoryRepository(Protocol):
@@ -232,8 +263,20 @@ class RepositoryRepository(Protocol):
     def find(self, org_id: OrgId, ref: RepoRef) -> Repository | None: ...
     def get(self, repository_id: RepositoryId) -> Repository: ...
     def list_for_org(self, org_id: OrgId) -> Sequence[Repository]: ...
+    def list_all(self) -> Sequence[Repository]: ...
+    def with_ref(self, ref: RepoRef) -> Sequence[Repository]:
+        """The repositories of every org registered as `ref`."""
+        ...
+
     def using_git_url(self, git_url: str) -> Sequence[Repository]:
         """Every repository, of any org, registered with this git URL."""
+        ...
+
+    def save(self, repository: Repository) -> None: ...
+    def delete(self, repository_id: RepositoryId) -> None:
+        """Delete the repository and every row about it: commit statuses and flaky-test data.
+        Its queues go first, through `QueueRepository.delete`.
+        """
         ...
 
 

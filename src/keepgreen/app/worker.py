@@ -180,7 +180,11 @@ class Worker:
                 self._settings.holder, host=self._settings.host, pid=self._settings.pid, now=now
             )
             for queue_id in held:
-                if not uow.leases.acquire(queue_id, self._settings.holder, now=now, until=until):
+                # A queue deleted meanwhile (deleteQueue, `repo remove`) is let go: renewing
+                # would insert a lease row for a queue that no longer exists.
+                if uow.queues.get(queue_id) is None or not uow.leases.acquire(
+                    queue_id, self._settings.holder, now=now, until=until
+                ):
                     lost.add(queue_id)
             uow.commit()
         if lost:

@@ -1,4 +1,5 @@
-"""The `keepgreen` command: serve, operator commands (token, repo) and the API client."""
+"""The `keepgreen` command: serve, worker, --version; operator commands (token, repo) and
+the API client are registered from their modules."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 import structlog
 import typer
 
-from keepgreen.cli import client, flaky, upload
+from keepgreen import __version__
+from keepgreen.cli import admin, client, flaky, upload
 
 if TYPE_CHECKING:
     from keepgreen.bootstrap import Container
@@ -21,13 +23,27 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-token_app = typer.Typer(help="API tokens.", no_args_is_help=True)
-repo_app = typer.Typer(help="Repositories.", no_args_is_help=True)
-app.add_typer(token_app, name="token")
-app.add_typer(repo_app, name="repo")
 client.register(app)
 upload.register(app)
 flaky.register(app)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"keepgreen {__version__}")
+        raise typer.Exit
+
+
+@app.callback()
+def _options(
+    _version: Annotated[
+        bool | None,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = None,
+) -> None:
+    """keepgreen: a self-hosted merge queue and flaky-test service."""
 
 
 @app.command()
@@ -106,60 +122,6 @@ def worker() -> None:
         container.close()
 
 
-@token_app.command("create")
-def token_create(
-    org: Annotated[str, typer.Option("--org", help="Org slug; created if it does not exist.")],
-) -> None:
-    """Create an API token for an org and print it alone on the last line."""
-    container = _container()
-    try:
-        token = container.admin.create_token(org)
-    finally:
-        container.close()
-    typer.echo(f"Created a token for org {org!r}. It is shown once; keep it secret:", err=True)
-    typer.echo(token)
-
-
-@repo_app.command("add")
-def repo_add(
-    org: Annotated[str, typer.Option("--org", help="Org slug; created if it does not exist.")],
-    host: Annotated[str, typer.Option("--host", help="Repository host, e.g. github.com.")],
-    owner: Annotated[str, typer.Option("--owner", help="Repository owner.")],
-    name: Annotated[str, typer.Option("--name", help="Repository name.")],
-    git_url: Annotated[str, typer.Option("--git-url", help="Local path or git remote URL.")],
-    ci_command: Annotated[
-        str | None, typer.Option("--ci-command", help="Shell command the built-in CI runs.")
-    ] = None,
-    ci_env: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--ci-env",
-            help="A variable of keepgreen's environment the CI command gets (repeatable; "
-            "never KEEPGREEN_*).",
-        ),
-    ] = None,
-) -> None:
-    """Register a repository with an org."""
-    from keepgreen.app.errors import KeepgreenError
-    from keepgreen.core.model import RepoRef
-
-    container = _container()
-    try:
-        repository = container.admin.add_repository(
-            org_slug=org,
-            ref=RepoRef(host, owner, name),
-            git_url=git_url,
-            ci_command=ci_command,
-            ci_env=ci_env or (),
-        )
-    except KeepgreenError as error:
-        typer.echo(f"error: {error.message}", err=True)
-        raise typer.Exit(1) from error
-    finally:
-        container.close()
-    typer.echo(f"Registered {repository.ref} ({repository.git_url}) with org {org!r}.")
-
-
 def _container(*, configure_logs: bool = False) -> Container:
     """The container from the environment's settings; a bad setting is one sentence, exit 2.
 
@@ -187,6 +149,9 @@ def _container(*, configure_logs: bool = False) -> Container:
     except SettingsError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from error
+
+
+admin.register(app, open_container=_container)
 
 
 def _exit_quietly(_signum: int, _frame: object) -> None:

@@ -42,6 +42,29 @@ class RepoRef:
         return f"{self.host}/{self.owner}/{self.name}"
 
 
+DEFAULT_GIT_USERNAME = "x-access-token"  # what GitHub and most forges take with a token
+
+
+@dataclass(frozen=True, slots=True)
+class GitAuth:
+    """How keepgreen signs in to a repository's git server: the paths of files that hold the
+    secrets, never the secrets. git reads them through its credential plumbing at each call,
+    so a rotated file is picked up without telling keepgreen.
+    """
+
+    token_file: str | None = None  # HTTP(S) basic auth: the password is the file's content
+    username: str | None = None  # HTTP(S) basic auth user; None means DEFAULT_GIT_USERNAME
+    ssh_key_file: str | None = None  # ssh -i
+    ssh_known_hosts: str | None = None  # ssh's UserKnownHostsFile, checked strictly
+
+    @property
+    def is_empty(self) -> bool:
+        return self == NO_AUTH
+
+
+NO_AUTH = GitAuth()  # a repository that signs in to nothing (local, git://, or public)
+
+
 @dataclass(frozen=True, slots=True)
 class Repository:
     """A repository registered with an org; `git_url` is where its git data lives."""
@@ -54,6 +77,7 @@ class Repository:
     created_at: datetime
     # Variables of keepgreen's environment the built-in CI command gets (never KEEPGREEN_*).
     ci_env: tuple[str, ...] = ()
+    auth: GitAuth = NO_AUTH
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from keepgreen.adapters.ci.sandbox import (
 from keepgreen.adapters.git.local_host import local_path
 from keepgreen.app.ports import StatusReporter
 from keepgreen.core.enums import CommitState
+from keepgreen.core.git_urls import redact_url
 from keepgreen.core.limits import MAX_TEXT_LENGTH
 from keepgreen.core.model import Repository
 
@@ -317,7 +318,8 @@ class BuiltInRunner:
         """
         source = local_path(repo.git_url)
         if source is None:
-            return f"{repo.git_url} is not a local repository; the built-in CI clones local ones"
+            shown = redact_url(repo.git_url)
+            return f"{shown} is not a local repository; the built-in CI clones local ones"
         if sha.startswith("-"):
             return f"{sha!r} is not a commit sha"  # it would be read as an option
         _note(log_file, f"checking out {sha} of {repo.ref}")

@@ -24,6 +24,7 @@ from keepgreen.core.enums import (
 from keepgreen.core.ids import OrgId, PullRequestId, QueueId, RepositoryId, TestRunId
 from keepgreen.core.model import (
     CommitStatus,
+    GitAuth,
     ImpactedTargets,
     Queue,
     QueueConfig,
@@ -45,7 +46,29 @@ def repository_from_row(row: RepositoryRow) -> Repository:
         ci_command=row.ci_command,
         ci_env=tuple(row.ci_env or ()),
         created_at=row.created_at,
+        auth=GitAuth(
+            token_file=row.git_token_file,
+            username=row.git_username,
+            ssh_key_file=row.ssh_key_file,
+            ssh_known_hosts=row.ssh_known_hosts,
+        ),
     )
+
+
+def write_repository(row: RepositoryRow, repository: Repository) -> None:
+    """Copy a repository onto its row (every column but the id)."""
+    row.org_id = repository.org_id
+    row.host = repository.ref.host
+    row.owner = repository.ref.owner
+    row.name = repository.ref.name
+    row.git_url = repository.git_url
+    row.ci_command = repository.ci_command
+    row.ci_env = list(repository.ci_env)
+    row.created_at = repository.created_at
+    row.git_token_file = repository.auth.token_file
+    row.git_username = repository.auth.username
+    row.ssh_key_file = repository.auth.ssh_key_file
+    row.ssh_known_hosts = repository.auth.ssh_known_hosts
 
 
 def queue_from_row(row: QueueRow) -> Queue:

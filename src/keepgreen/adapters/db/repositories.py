@@ -20,12 +20,14 @@ from keepgreen.adapters.db.mapping import (
     state_change_from_row,
     write_entry,
     write_queue,
+    write_repository,
 )
 from keepgreen.adapters.db.tables import (
     ApiTokenRow,
     Base,
     CiRunHolderRow,
     CommitStatusRow,
+    FlakySettingsRow,
     ImpactedTargetsRow,
     OrgRow,
     QueueEffectRow,
@@ -34,8 +36,15 @@ from keepgreen.adapters.db.tables import (
     QueueRow,
     RepositoryRow,
     StateChangeRow,
+    TestCaseRow,
+    TestCommitRow,
+    TestFailureRow,
+    TestHourRow,
+    TestResultRow,
     TestRunEntryRow,
     TestRunRow,
+    TestStatusChangeRow,
+    TestUploadRow,
     WorkerRow,
 )
 from keepgreen.app.ports import EntryPage, IdFactory, StoredToken
@@ -118,6 +127,10 @@ class SqlOrgs:
         # No ORM relationships are declared, so parents are flushed before their children.
         self._session.flush()
 
+    def list_all(self) -> Sequence[Org]:
+        rows = self._session.scalars(select(OrgRow).order_by(OrgRow.slug))
+        return [Org(OrgId(row.id), row.slug, row.created_at) for row in rows]
+
 
 class SqlTokens:
     def __init__(self, session: Session) -> None:
@@ -130,14 +143,43 @@ class SqlTokens:
                 org_id=token.org_id,
                 token_hash=token.token_hash,
                 created_at=token.created_at,
+                name=token.name,
+                revoked_at=token.revoked_at,
             )
         )
 
     def find_by_hash(self, token_hash: str) -> StoredToken | None:
         row = self._session.scalar(select(ApiTokenRow).where(ApiTokenRow.token_hash == token_hash))
-        if row is None:
-            return None
-        return StoredToken(row.id, OrgId(row.org_id), row.token_hash, row.created_at)
+        return None if row is None else _token_from_row(row)
+
+    def get(self, token_id: str) -> StoredToken | None:
+        row = self._session.get(ApiTokenRow, token_id)
+        return None if row is None else _token_from_row(row)
+
+    def list(self, org_id: OrgId | None = None) -> Sequence[StoredToken]:
+        query = select(ApiTokenRow).order_by(ApiTokenRow.created_at, ApiTokenRow.id)
+        if org_id is not None:
+            query = query.where(ApiTokenRow.org_id == org_id)
+        return [_token_from_row(row) for row in self._session.scalars(query)]
+
+    def revoke(self, token_id: str, at: datetime) -> None:
+        # Only a live token is revoked: the first revocation's time stays.
+        self._session.execute(
+            update(ApiTokenRow)
+            .where(ApiTokenRow.id == token_id, ApiTokenRow.revoked_at.is_(None))
+            .values(revoked_at=at)
+        )
+
+
+def _token_from_row(row: ApiTokenRow) -> StoredToken:
+    return StoredToken(
+        id=row.id,
+        org_id=OrgId(row.org_id),
+        token_hash=row.token_hash,
+        created_at=row.created_at,
+        name=row.name,
+        revoked_at=row.revoked_at,
+    )
 
 
 class SqlRepositories:
@@ -145,20 +187,58 @@ class SqlRepositories:
         self._session = session
 
     def add(self, repository: Repository) -> None:
-        self._session.add(
-            RepositoryRow(
-                id=repository.id,
-                org_id=repository.org_id,
-                host=repository.ref.host,
-                owner=repository.ref.owner,
-                name=repository.ref.name,
-                git_url=repository.git_url,
-                ci_command=repository.ci_command,
-                ci_env=list(repository.ci_env),
-                created_at=repository.created_at,
+        row = RepositoryRow(id=repository.id)
+        write_repository(row, repository)
+        self._session.add(row)
+        self._session.flush()
+
+    def save(self, repository: Repository) -> None:
+        write_repository(self._session.get_one(RepositoryRow, repository.id), repository)
+        self._session.flush()
+
+    def delete(self, repository_id: RepositoryId) -> None:
+        """Delete the repository, its queues (with their PRs, runs and history), its commit
+        statuses and its flaky-test data. Children go first, explicitly: SQLite enforces the
+        foreign keys, and the cascades must not be the only thing that cleans up.
+        """
+        queues = SqlQueues(self._session)
+        for queue_id in self._session.scalars(
+            select(QueueRow.id).where(QueueRow.repository_id == repository_id)
+        ):
+            queues.delete(QueueId(queue_id))
+        for table in (
+            TestResultRow,
+            TestStatusChangeRow,
+            TestFailureRow,
+            TestCommitRow,
+            TestHourRow,
+            TestUploadRow,
+            TestCaseRow,
+            FlakySettingsRow,
+            CommitStatusRow,
+        ):
+            self._session.execute(delete(table).where(table.repository_id == repository_id))
+        self._session.execute(delete(RepositoryRow).where(RepositoryRow.id == repository_id))
+
+    def list_all(self) -> Sequence[Repository]:
+        rows = self._session.scalars(
+            select(RepositoryRow).order_by(
+                RepositoryRow.host, RepositoryRow.owner, RepositoryRow.name, RepositoryRow.org_id
             )
         )
-        self._session.flush()
+        return [repository_from_row(row) for row in rows]
+
+    def with_ref(self, ref: RepoRef) -> Sequence[Repository]:
+        rows = self._session.scalars(
+            select(RepositoryRow)
+            .where(
+                RepositoryRow.host == ref.host,
+                RepositoryRow.owner == ref.owner,
+                RepositoryRow.name == ref.name,
+            )
+            .order_by(RepositoryRow.org_id)
+        )
+        return [repository_from_row(row) for row in rows]
 
     def find(self, org_id: OrgId, ref: RepoRef) -> Repository | None:
         row = self._session.scalar(

@@ -61,6 +61,8 @@ class ApiTokenRow(Base):
     org_id: Mapped[str] = mapped_column(ID, ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 hex of the secret
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    name: Mapped[str] = mapped_column(NAME, server_default="")  # for people; not unique
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())  # refused from then on
 
 
 class RepositoryRow(Base):
@@ -77,6 +79,11 @@ class RepositoryRow(Base):
     # Names of variables of keepgreen's environment passed to the built-in CI command.
     ci_env: Mapped[list[str]] = mapped_column(JSON, default=list, server_default=text("'[]'"))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    # Where the git server's credentials are: paths of files keepgreen reads, never secrets.
+    git_username: Mapped[str | None] = mapped_column(Text)
+    git_token_file: Mapped[str | None] = mapped_column(Text)
+    ssh_key_file: Mapped[str | None] = mapped_column(Text)
+    ssh_known_hosts: Mapped[str | None] = mapped_column(Text)
 
 
 class QueueRow(Base):

@@ -21,6 +21,7 @@ from keepgreen.app.ports import (
     TestCommit,
 )
 from keepgreen.core.enums import Mergeability
+from keepgreen.core.git_urls import redact_url
 from keepgreen.core.model import PullRequestInfo, Repository
 
 _FIELD_SEPARATOR = "\x1f"
@@ -136,8 +137,8 @@ class LocalGitHost:
         path = local_path(repo.git_url)
         if path is None:
             raise CodeHostError(
-                f"repository {repo.ref} lives at {repo.git_url!r}; the built-in code host "
-                "reads local repositories only"
+                f"repository {repo.ref} lives at {redact_url(repo.git_url)!r}; the built-in "
+                "code host reads local repositories only"
             )
         if (path / ".git").exists():
             path = path / ".git"

@@ -1,0 +1,175 @@
+"""Git commands against a repository's server: run with its credentials, a time limit, no
+prompt and no stdin; their failures told as one sentence without a secret in it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from keepgreen.adapters.git.credentials import read_token_file, remote_git_environment
+from keepgreen.app.ports import CodeHostError, CredentialFileError
+from keepgreen.core.git_urls import REDACTED, redact_url
+from keepgreen.core.model import GitAuth
+
+REMOTE_TIMEOUT_SECONDS = 30.0
+# Anything shaped like credentials in a URL git printed: `scheme://user:secret@`.
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
+
+# git's words for each kind of failure (lowercase), and what keepgreen says about it, in
+# the order they are looked for: a more telling message before a vaguer one.
+_FAILURES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("timed out", "timeout"), "the server did not answer in time"),
+    (
+        (
+            "repository not exported",
+            "no such repository",
+            "does not appear to be a git repository",
+            "not found",
+        ),
+        "there is no git repository there (or it is not exported to keepgreen)",
+    ),
+    (
+        ("host key verification failed", "no matching host key", "remote host identification"),
+        "the server's SSH host key is not in the known hosts (give --ssh-known-hosts with it)",
+    ),
+    (
+        (
+            "authentication failed",
+            "could not read username",
+            "could not read password",
+            "permission denied",
+            "access denied",
+            "http 401",
+            "http 403",
+            "returned error: 401",
+            "returned error: 403",
+            "invalid username or password",
+        ),
+        "the server refused keepgreen's credentials",
+    ),
+    (
+        (
+            "could not resolve host",
+            "name or service not known",
+            "temporary failure in name resolution",
+        ),
+        "the server's name cannot be resolved",
+    ),
+    (
+        (
+            "connection refused",
+            "failed to connect",
+            "couldn't connect",
+            "unable to connect",
+            "no route to host",
+            "network is unreachable",
+            "unable to look up",
+        ),
+        "nothing answers at the server's address",
+    ),
+    (
+        ("ssl certificate problem", "certificate verify failed", "server certificate"),
+        "the server's TLS certificate is not trusted",
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteResult:
+    """What a git command against a server printed."""
+
+    stdout: str
+    stderr: str
+
+
+def run_remote_git(
+    args: Sequence[str],
+    *,
+    url: str,
+    auth: GitAuth,
+    timeout: float = REMOTE_TIMEOUT_SECONDS,
+    cwd: str = "/",
+) -> RemoteResult:
+    """Run `git <args>` talking to the server of `url` with `auth`; its output on success.
+
+    git runs in a session of its own with stdin closed, so neither it nor its helpers (ssh,
+    git-remote-https, the credential helper) can prompt; at `timeout` the whole group is
+    killed. A failure is a CodeHostError: one sentence naming the URL (redacted) and the
+    cause, with no secret in it. `cwd` is neutral ground, so the configuration of a
+    repository the caller happens to stand in is not read.
+    """
+    env = remote_git_environment(url, auth)
+    try:
+        process = subprocess.Popen(
+            ["git", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+        )
+    except OSError as error:
+        raise CodeHostError(f"git cannot be run: {error.strerror}") from None
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # Kill the group: a child of git's (ssh) would otherwise hold the pipes open.
+        _kill_group(process.pid)
+        process.communicate()
+        raise CodeHostError(
+            f"git-url {redact_url(url)} did not answer within {timeout:g} s"
+        ) from None
+    if process.returncode != 0:
+        raise CodeHostError(failure_sentence(url, auth, stderr))
+    return RemoteResult(stdout, stderr)
+
+
+def failure_sentence(url: str, auth: GitAuth, stderr: str) -> str:
+    """One sentence about a failed git command: the URL (redacted), what went wrong, and for
+    a refusal what keepgreen signed in with. git's own words appear only when no known cause
+    matches, with the token and anything like a URL's credentials taken out.
+    """
+    shown = redact_url(url)
+    text = stderr.lower()
+    for words, cause in _FAILURES:
+        if any(word in text for word in words):
+            hint = _credentials_hint(auth) if cause.startswith("the server refused") else ""
+            return f"git-url {shown} cannot be read: {cause}{hint}"
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    said = scrub(lines[-1], auth) if lines else "git failed without saying why"
+    return f"git-url {shown} cannot be read: {said.removeprefix('fatal: ')}"
+
+
+def scrub(text: str, auth: GitAuth) -> str:
+    """`text` without the token of `auth` and without credentials in any URL in it."""
+    if auth.token_file is not None:
+        try:
+            token = read_token_file(auth.token_file).reveal()
+        except CredentialFileError:
+            token = ""
+        if token:
+            text = text.replace(token, REDACTED)
+    return _URL_USERINFO.sub(rf"\g<scheme>{REDACTED}@", text)
+
+
+def _credentials_hint(auth: GitAuth) -> str:
+    if auth.token_file is not None:
+        return f" (the token in git-token-file {auth.token_file})"
+    if auth.ssh_key_file is not None:
+        return f" (the key in ssh-key-file {auth.ssh_key_file})"
+    return "; it wants credentials: give --git-token-file PATH or --ssh-key-file PATH"
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # the group ended on its own meanwhile
+        os.killpg(pgid, signal.SIGKILL)
