@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -140,14 +141,17 @@ class Shell:
             _stop_group(group)
 
 
+@dataclass(frozen=True)
 class Result:
-    def __init__(self, code: int, stdout: str, stderr: str, server_log: str) -> None:
-        self.code = code
-        self.stdout = stdout
-        self.stderr = stderr
-        self.server_log = server_log
+    """How a script ended and what it and the server printed."""
 
-    def __str__(self) -> str:
+    code: int  # -1 when it timed out
+    stdout: str
+    stderr: str
+    server_log: str
+
+    def __repr__(self) -> str:
+        # What a failing assertion shows: everything needed to see which command went wrong.
         return (
             f"exit code {self.code} (-1: timed out)\n--- stdout\n{self.stdout}\n"
             f"--- stderr\n{self.stderr}\n--- serve.log\n{self.server_log}"
