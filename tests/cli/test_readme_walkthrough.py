@@ -224,7 +224,12 @@ def test_the_readme_walkthrough_curl_and_quarantine_examples_work_as_written(
     assert merged is not None, result
     assert failed is not None, result
     assert merged.start() < failed.start()  # `status 1` comes first in the walkthrough
-    assert len(list((work / "keepgreen-data" / "ci" / "logs").glob("*.log"))) == 2
+    assert git(work / "widgets", "for-each-ref", "refs/heads/keepgreen-merge/") == ""
+    # One log per test run, each run boxed by bubblewrap (the install notes' default).
+    logs = list((work / "keepgreen-data" / "ci" / "logs").glob("*.log"))
+    assert len(logs) == 2
+    for log in logs:
+        assert "in a bubblewrap box" in log.read_text()
     # The curl example answers 200 (--fail-with-body) with the merged PR as JSON.
     answer = json.loads(outputs[-1])
     assert answer["prNumber"] == 1
