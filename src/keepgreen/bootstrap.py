@@ -13,7 +13,7 @@ from sqlalchemy.orm import sessionmaker
 
 from keepgreen.adapters.ci.runner import BuiltInRunner
 from keepgreen.adapters.ci.sandbox import make_sandbox
-from keepgreen.adapters.db.engine import make_engine, migrate
+from keepgreen.adapters.db.engine import folder_problem, migrate, open_engine
 from keepgreen.adapters.db.uow import SqlUnitOfWork
 from keepgreen.adapters.git.local_host import LocalGitHost, local_path
 from keepgreen.adapters.git.survey import RepositorySurveyor
@@ -34,7 +34,7 @@ from keepgreen.app.testing import StatusService, TestingService
 from keepgreen.app.worker import Worker, WorkerSettings
 from keepgreen.core.flaky.results import CaseResult
 from keepgreen.core.model import Repository
-from keepgreen.settings import Settings
+from keepgreen.settings import Settings, SettingsError
 
 
 def utc_now() -> datetime:
@@ -103,9 +103,19 @@ def bootstrap(
     code_host: MergeHost | None = None,
     run_migrations: bool = True,
 ) -> Container:
-    """Build the container; migrations run first unless told otherwise."""
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    engine = make_engine(settings.resolved_database_url())
+    """Build the container; migrations run first unless told otherwise.
+
+    Raises SettingsError (DatabaseUnavailable for the database) when the data dir cannot be
+    made or the database cannot be opened: one sentence, no password.
+    """
+    try:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise SettingsError(
+            f"KEEPGREEN_DATA_DIR is {settings.data_dir}, which cannot be created: "
+            f"{folder_problem(settings.data_dir, error)}"
+        ) from error
+    engine = open_engine(settings.resolved_database_url())
     if run_migrations:
         migrate(engine)
     sessions = sessionmaker(engine, expire_on_commit=False)

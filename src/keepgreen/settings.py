@@ -48,7 +48,9 @@ class Settings(BaseSettings):
     worker_lease_seconds: float = 5.0
     worker_heartbeat_seconds: float = 1.0
     # Where people reach this keepgreen: the base of the `html_url`s the flaky-test API gives.
-    public_url: str = "http://127.0.0.1:8080"
+    # Unset, each answer uses the scheme, host and port its request came to (set it behind a
+    # proxy that rewrites the Host header).
+    public_url: str | None = None
     # Raw flaky-test results are kept this many days; the rollups the API reads, this many.
     result_retention_days: int = 30
     rollup_retention_days: int = 90

@@ -165,6 +165,16 @@ def test_show_json_is_the_api_answer(flaky: Flaky, cli: Cli) -> None:
     assert data["test"]["name"] == "test_racy"
 
 
+def test_show_links_to_the_server_the_client_reached(flaky: Flaky, cli: Cli) -> None:
+    # The live server runs on a free port, never 8080: its links must name that port.
+    test_id = flaky.make_flaky("test_racy")
+    data = json.loads(run_tests_cmd(cli, "show", test_id, "--json").stdout)
+    base = cli.url.removesuffix("/v1")
+    assert data["test"]["html_url"] == (
+        f"{base}/acme/flaky-tests/test/{test_id}?repo=acme%2Fwidgets"
+    )
+
+
 def test_show_of_an_unknown_test_reports_the_servers_message(flaky: Flaky, cli: Cli) -> None:
     unknown = str(uuid.uuid4())
     message = cli.api_error(

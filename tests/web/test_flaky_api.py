@@ -9,15 +9,19 @@ import json
 import time
 import uuid
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
 import pytest
 from fastapi.testclient import TestClient
 
+from keepgreen.bootstrap import bootstrap
+from keepgreen.settings import Settings
+from keepgreen.web.app import create_app
 from tests.conftest import FakeClock
 from tests.support.gitrepo import GitRepo
-from tests.support.wire import REPO_JSON, assert_error, parse_iso
+from tests.support.wire import REPO, REPO_JSON, assert_error, parse_iso
 
 SHA_A = "a" * 40
 SHA_B = "b" * 40
@@ -323,6 +327,50 @@ def test_details_give_rates_failures_owners_and_history(flaky: Flaky, clock: Fak
     assert test["repository"]["html_url"] == "https://github.com/acme/widgets"
     assert test["html_url"].endswith(f"/acme/flaky-tests/test/{test_id}?repo=acme%2Fwidgets")
     assert [change["value"] for change in body["status_history"]] == ["flaky"]
+
+
+def test_links_name_the_host_and_port_the_request_came_to(flaky: Flaky) -> None:
+    flaky.ok_upload(report(case("test_racy", failed="boom")))
+    test_id = flaky.test_id("test_racy")
+    path = f"/acme/flaky-tests/test/{test_id}?repo=acme%2Fwidgets"
+
+    body = flaky.ok("get-test-details", test_id=test_id)
+    assert body["test"]["html_url"] == f"http://testserver{path}"
+
+    response = flaky.client.post(
+        "/v1/flaky-tests/get-test-details",
+        headers={**flaky.headers, "host": "keepgreen.internal:9321"},
+        json={"repo": dict(REPO_JSON), "org_url_slug": "acme", "test_id": test_id},
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["test"]["html_url"] == f"http://keepgreen.internal:9321{path}"
+    (listed,) = flaky.failing()
+    assert listed["html_url"] == f"http://testserver{path}"
+
+
+def test_links_follow_keepgreen_public_url_when_set(
+    database_url: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    settings = Settings(
+        database_url=database_url,
+        data_dir=tmp_path / "data",
+        public_url="https://keepgreen.example.com/",
+    )
+    container = bootstrap(settings, clock=clock, run_migrations=False)
+    try:
+        token = container.admin.create_token("acme")
+        container.admin.add_repository(
+            org_slug="acme", ref=REPO, git_url=str(GitRepo(tmp_path / "w").path), ci_command=None
+        )
+        with TestClient(create_app(container=container)) as client:
+            flaky = Flaky(client, token, clock)
+            flaky.ok_upload(report(case("test_racy", failed="boom")))
+            (listed,) = flaky.failing()
+    finally:
+        container.close()
+    assert listed["html_url"] == (
+        f"https://keepgreen.example.com/acme/flaky-tests/test/{listed['id']}?repo=acme%2Fwidgets"
+    )
 
 
 def test_details_of_unknown_or_malformed_ids(flaky: Flaky) -> None:

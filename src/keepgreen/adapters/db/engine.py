@@ -8,21 +8,53 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import URL, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError
+
+from keepgreen.settings import SettingsError
 
 MIGRATIONS = "keepgreen.adapters.db:migrations"
 MIGRATION_LOCK_KEY = 0x6B67_6D69  # "kgmi": any constant shared by every keepgreen process
+URL_FORMS = "sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE"
+MAX_REASON_LENGTH = 300
+
+
+class DatabaseUnavailable(SettingsError):
+    """The configured database cannot be used: one sentence naming it (password hidden) and
+    the reason, for an operator to read at start instead of a driver's traceback.
+    """
 
 
 def make_engine(url: str) -> Engine:
-    """An engine for `url`; SQLite gets foreign keys, WAL, a busy timeout and serial writes."""
-    parsed = make_url(url)
+    """An engine for `url`; SQLite gets foreign keys, WAL, a busy timeout and serial writes.
+
+    Raises DatabaseUnavailable when `url` is not a database URL keepgreen can use, or its
+    SQLite file's folder cannot be made. Nothing connects yet (see `open_engine`).
+    """
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        # Not echoed: a URL that does not parse cannot be redacted reliably.
+        raise DatabaseUnavailable(
+            f"KEEPGREEN_DATABASE_URL is not a database URL keepgreen can use ({URL_FORMS})"
+        ) from None
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
+        try:
+            return create_engine(parsed, pool_pre_ping=True)
+        except (ArgumentError, ImportError, ValueError) as error:
+            raise DatabaseUnavailable(
+                f"KEEPGREEN_DATABASE_URL names {parsed.drivername}, which keepgreen has "
+                f"no driver for ({URL_FORMS})"
+            ) from error
     if parsed.database and parsed.database != ":memory:":
-        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        folder = Path(parsed.database).parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            reason = f"cannot create the folder {folder}: {folder_problem(folder, error)}"
+            raise DatabaseUnavailable(cannot_use(parsed, reason)) from error
+    engine = create_engine(parsed, connect_args={"check_same_thread": False, "timeout": 30})
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -41,6 +73,52 @@ def make_engine(url: str) -> Engine:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def folder_problem(folder: Path, error: OSError) -> str:
+    """Why `folder` could not be made (`error`), as a person would say it."""
+    if isinstance(error, FileExistsError | NotADirectoryError):
+        # mkdir's own words ("File exists") hide that a file stands where a folder is needed.
+        for path in (folder, *folder.parents):
+            if path.exists() and not path.is_dir():
+                return f"{path} is a file, not a folder"
+    return error.strerror or str(error)
+
+
+def open_engine(url: str) -> Engine:
+    """`make_engine(url)`, connected once: a database that is down, missing, refuses the
+    user or cannot be written is a DatabaseUnavailable here rather than a traceback later.
+    """
+    engine = make_engine(url)
+    try:
+        with engine.connect():
+            pass
+    except DBAPIError as error:
+        engine.dispose()
+        raise DatabaseUnavailable(cannot_use(engine.url, driver_reason(error))) from error
+    return engine
+
+
+def cannot_use(url: URL, reason: str) -> str:
+    """`cannot connect to the database at URL: REASON`, the password hidden in both."""
+    shown = url.render_as_string(hide_password=True)
+    if url.password:
+        reason = reason.replace(str(url.password), "***")
+    verb = "open" if url.get_backend_name() == "sqlite" else "connect to"
+    return f"cannot {verb} the database at {shown}: {reason}"
+
+
+def driver_reason(error: DBAPIError) -> str:
+    """The driver's reason, short: psycopg's first line without its `connection to server at
+    ... failed:` preamble (the URL already names the server) and its `FATAL:` tag.
+    """
+    text = str(error.orig or error).strip()
+    first = text.splitlines()[0] if text else type(error.orig or error).__name__
+    reason = first.rpartition(" failed: ")[2].strip()
+    reason = reason.removeprefix("FATAL:").strip() or first
+    if reason[:1].isupper() and reason[1:2].islower():
+        reason = reason[0].lower() + reason[1:]  # "Connection refused" reads as a clause
+    return reason[:MAX_REASON_LENGTH]
 
 
 def alembic_config(engine: Engine | None = None) -> Config:
@@ -72,7 +150,13 @@ def migrate(engine: Engine) -> None:
     if engine.dialect.name != "sqlite" or not database or database == ":memory:":
         command.upgrade(alembic_config(engine), "head")
         return
-    with Path(f"{database}.migrate-lock").open("a") as lock_file:
+    lock_path = Path(f"{database}.migrate-lock")
+    try:
+        lock_file = lock_path.open("a")
+    except OSError as error:
+        reason = f"cannot write {lock_path}: {error.strerror or error}"
+        raise DatabaseUnavailable(cannot_use(engine.url, reason)) from error
+    with lock_file:
         fcntl.flock(lock_file, fcntl.LOCK_EX)
         try:
             command.upgrade(alembic_config(engine), "head")

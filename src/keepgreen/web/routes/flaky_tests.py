@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
@@ -49,6 +49,16 @@ router = APIRouter(tags=["flaky tests"])
 
 READ = error_responses(400, 401, 404, 413)
 MAX_REPORT_FILES = 1000
+
+
+def public_url_of(request: Request, services: Services) -> str:
+    """Where people reach keepgreen: KEEPGREEN_PUBLIC_URL, else the base URL this request was
+    sent to, so links follow the port and host the client used.
+    """
+    return services.settings.public_url or str(request.base_url)
+
+
+PublicUrl = Annotated[str, Depends(public_url_of)]
 
 
 def _utc(moment: datetime) -> datetime:
@@ -122,7 +132,7 @@ def _page_out(result: TestPage, *, org_slug: str, public_url: str) -> dict[str, 
     responses=READ,
 )
 def list_unhealthy_tests(
-    body: ListUnhealthyRequest, org: Org, services: Services
+    body: ListUnhealthyRequest, org: Org, services: Services, public_url: PublicUrl
 ) -> dict[str, Any]:
     """Tests whose status is FLAKY or BROKEN, most recently changed first."""
     slug = services.admin.org_slug(org, claimed=body.org_url_slug)
@@ -133,7 +143,7 @@ def list_unhealthy_tests(
         size=body.page_query.page_size,
         token=body.page_query.page_token,
     )
-    return _page_out(result, org_slug=slug, public_url=services.settings.public_url)
+    return _page_out(result, org_slug=slug, public_url=public_url)
 
 
 @router.post(
@@ -142,7 +152,9 @@ def list_unhealthy_tests(
     response_model_exclude_none=True,
     responses=READ,
 )
-def list_failing_tests(body: ListFailingRequest, org: Org, services: Services) -> dict[str, Any]:
+def list_failing_tests(
+    body: ListFailingRequest, org: Org, services: Services, public_url: PublicUrl
+) -> dict[str, Any]:
     """Distinct tests that failed in [start_time, end_time) (at most 7 days), most failures
     first.
     """
@@ -155,7 +167,7 @@ def list_failing_tests(body: ListFailingRequest, org: Org, services: Services) -
         size=body.page_query.page_size,
         token=body.page_query.page_token,
     )
-    return _page_out(result, org_slug=slug, public_url=services.settings.public_url)
+    return _page_out(result, org_slug=slug, public_url=public_url)
 
 
 @router.post(
@@ -164,12 +176,14 @@ def list_failing_tests(body: ListFailingRequest, org: Org, services: Services) -
     response_model_exclude_none=True,
     responses=READ,
 )
-def get_test_details(body: TestDetailsRequest, org: Org, services: Services) -> dict[str, Any]:
+def get_test_details(
+    body: TestDetailsRequest, org: Org, services: Services, public_url: PublicUrl
+) -> dict[str, Any]:
     """One test case with its failure rates, most common failures and status history."""
     slug = services.admin.org_slug(org, claimed=body.org_url_slug)
     details = services.flaky.details(org, repo_ref(body.repo), body.test_id)
     return {
-        "test": _test_out(details.view, org_slug=slug, public_url=services.settings.public_url),
+        "test": _test_out(details.view, org_slug=slug, public_url=public_url),
         "status_history": [
             {"value": change.status.value, "reason": change.reason, "timestamp": change.at}
             for change in details.history
