@@ -129,20 +129,6 @@ def test_a_sqlite_path_that_is_a_folder(tmp_path: Path) -> None:
     assert line == f"error: cannot open the database at {url}: unable to open database file"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
-def test_a_sqlite_file_in_a_read_only_folder(tmp_path: Path) -> None:
-    folder = tmp_path / "read-only"
-    folder.mkdir()
-    folder.chmod(0o500)
-    url = f"sqlite:///{folder}/keepgreen.db"
-    try:
-        result = run_keepgreen(COMMANDS["token create"], database_url=url, cwd=tmp_path)
-    finally:
-        folder.chmod(0o700)
-
-    assert_one_sentence(result, f"cannot open the database at {url}: ")
-
-
 def test_a_data_dir_that_cannot_be_made(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
