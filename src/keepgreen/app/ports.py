@@ -5,7 +5,7 @@ Repositories never commit: the unit of work does, once per use case.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -392,6 +392,12 @@ class UnitOfWork(Protocol):
         tb: TracebackType | None,
     ) -> None: ...
     def commit(self) -> None: ...
+    def on_commit(self, callback: Callable[[], object]) -> None:
+        """Call `callback` once this unit's next `commit` has succeeded; never when it rolls
+        back. For what must only count once the data is durable (metrics); a failing callback
+        is logged, not raised, since the transaction already committed.
+        """
+        ...
 
 
 class UnitOfWorkFactory(Protocol):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
@@ -27,6 +29,8 @@ from keepgreen.adapters.db.repositories import (
 from keepgreen.app.errors import Conflict
 from keepgreen.app.ports import IdFactory
 
+log = logging.getLogger(__name__)
+
 
 class SqlUnitOfWork:
     """Opens a session on enter; `commit` commits it; leaving without commit rolls back."""
@@ -37,6 +41,7 @@ class SqlUnitOfWork:
 
     def __enter__(self) -> Self:
         self._session = self._session_factory()
+        self._after_commit: list[Callable[[], object]] = []
         session = self._session
         self.orgs = SqlOrgs(session)
         self.tokens = SqlTokens(session)
@@ -60,6 +65,7 @@ class SqlUnitOfWork:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self._after_commit.clear()  # rolled back: what they would count did not happen
         self._session.rollback()
         self._session.close()
         # A unique-key race with another writer (seen at a flush or at commit) is a Conflict
@@ -69,6 +75,15 @@ class SqlUnitOfWork:
 
     def commit(self) -> None:
         self._session.commit()
+        callbacks, self._after_commit = self._after_commit, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # the data is committed: the caller must not see a failure
+                log.exception("an after-commit callback failed")
+
+    def on_commit(self, callback: Callable[[], object]) -> None:
+        self._after_commit.append(callback)
 
 
 def _write_conflict() -> Conflict:
