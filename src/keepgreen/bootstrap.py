@@ -7,13 +7,15 @@ import socket
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 
+from pydantic import SecretStr
 from sqlalchemy import Engine
 from sqlalchemy.orm import sessionmaker
 
 from keepgreen.adapters.ci.runner import BuiltInRunner
 from keepgreen.adapters.ci.sandbox import make_sandbox
-from keepgreen.adapters.db.engine import make_engine, migrate
+from keepgreen.adapters.db.engine import make_engine, migrate, pool_stats
 from keepgreen.adapters.db.uow import SqlUnitOfWork
 from keepgreen.adapters.git.local_host import LocalGitHost, local_path, locate_repository
 from keepgreen.adapters.junit import ReportError, TooManyResults, parse_report
@@ -29,6 +31,7 @@ from keepgreen.app.metrics import MetricsService
 from keepgreen.app.ports import Clock, IdFactory, MergeHost, UnitOfWork, UnitOfWorkFactory
 from keepgreen.app.pull_requests import PullRequestService
 from keepgreen.app.queues import QueueService
+from keepgreen.app.telemetry import Telemetry
 from keepgreen.app.testing import StatusService, TestingService
 from keepgreen.app.worker import Worker, WorkerSettings
 from keepgreen.core.flaky.results import CaseResult
@@ -58,6 +61,9 @@ def parse_junit(filename: str, data: bytes, *, max_results: int) -> list[CaseRes
 class CodeOwnersFiles:
     """CODEOWNERS from an upload's text, or from the repository's default branch (HEAD)."""
 
+    def __init__(self, *, telemetry: Telemetry) -> None:
+        self._telemetry = telemetry
+
     def from_text(self, text: str) -> OwnersFile:
         return OwnersFile.parse(text)
 
@@ -65,7 +71,7 @@ class CodeOwnersFiles:
         path = local_path(repository.git_url)
         if path is None or not path.exists():
             return None
-        text = read_codeowners(path, "HEAD")
+        text = read_codeowners(path, "HEAD", telemetry=self._telemetry)
         return OwnersFile.parse(text) if text is not None else None
 
 
@@ -88,6 +94,8 @@ class Container:
     flaky: FlakyReadService
     flaky_manage: FlakyManageService
     housekeeping: Housekeeping
+    telemetry: Telemetry  # the keepgreen_* metrics of this process (GET /metrics)
+    metrics_token: SecretStr | None  # opens GET /metrics; None: /metrics refuses everyone
 
     def close(self) -> None:
         self.runner.close(wait=False)
@@ -104,7 +112,10 @@ def bootstrap(
 ) -> Container:
     """Build the container; migrations run first unless told otherwise."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    metrics_token = settings.metrics_token()  # a bad token file stops the start, not a scrape
+    telemetry = Telemetry()
     engine = make_engine(settings.resolved_database_url())
+    telemetry.watch_pool(lambda: pool_stats(engine))
     if run_migrations:
         migrate(engine)
     sessions = sessionmaker(engine, expire_on_commit=False)
@@ -112,8 +123,8 @@ def bootstrap(
     def unit_of_work() -> UnitOfWork:
         return SqlUnitOfWork(sessions, new_id)
 
-    host = code_host if code_host is not None else LocalGitHost()
-    queue_engine = QueueEngine(clock=clock)
+    host = code_host if code_host is not None else LocalGitHost(telemetry=telemetry)
+    queue_engine = QueueEngine(clock=clock, telemetry=telemetry)
     # The runner reports through the status service, which wakes the worker; the worker
     # starts the runner. Both exist before either is used, so tie them with a late lookup.
     parts: dict[str, Worker] = {}
@@ -136,6 +147,7 @@ def bootstrap(
         report=statuses.record,
         sandbox=make_sandbox(settings.ci_sandbox, readonly_paths=settings.readonly_paths()),
         max_parallel=settings.ci_parallel,
+        telemetry=telemetry,
     )
     worker = Worker(
         unit_of_work,
@@ -154,12 +166,18 @@ def bootstrap(
         ),
         chores=(housekeeping.sweep, housekeeping.purge),
         recover=runner.recover,
+        telemetry=telemetry,
     )
     parts["worker"] = worker
     return Container(
         settings=settings,
         engine=engine,
-        admin=AdminService(unit_of_work, clock=clock, new_id=new_id, locate=locate_repository),
+        admin=AdminService(
+            unit_of_work,
+            clock=clock,
+            new_id=new_id,
+            locate=partial(locate_repository, telemetry=telemetry),
+        ),
         queues=QueueService(
             unit_of_work, engine=queue_engine, wake=wake, clock=clock, new_id=new_id
         ),
@@ -180,14 +198,17 @@ def bootstrap(
         ingest=IngestService(
             unit_of_work,
             parse=parse_junit,
-            owners=CodeOwnersFiles(),
+            owners=CodeOwnersFiles(telemetry=telemetry),
             detector=detector,
             clock=clock,
             new_id=new_id,
+            telemetry=telemetry,
         ),
         flaky=FlakyReadService(unit_of_work, clock=clock),
         flaky_manage=FlakyManageService(unit_of_work, detector=detector, clock=clock),
         housekeeping=housekeeping,
+        telemetry=telemetry,
+        metrics_token=metrics_token,
     )
 
 

@@ -38,6 +38,7 @@ from keepgreen.app.ports import (
     MergeHost,
     UnitOfWorkFactory,
 )
+from keepgreen.app.telemetry import Telemetry
 from keepgreen.core.enums import PrState, TestRunStatus
 from keepgreen.core.ids import QueueId
 from keepgreen.core.model import Queue, QueueEntry, Repository
@@ -66,6 +67,9 @@ logger = logging.getLogger(__name__)
 # Bounds one pass over a queue's outbox: effects beget effects (a merge starts the next run),
 # but a pass must end so other queues get their turn.
 _MAX_EFFECTS_PER_PASS = 200
+# Failed effects this worker remembers, to count their retries; past it the memory starts over
+# (another worker may have done the effects it holds).
+_MAX_REMEMBERED_FAILURES = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +99,11 @@ class Worker:
         settings: WorkerSettings,
         chores: Sequence[Callable[[], object]] = (),
         recover: Callable[[], object] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._uow = uow
+        self._telemetry = telemetry or Telemetry()
+        self._failed_effects: set[int] = set()  # outbox ids whose last attempt here failed
         # Cleans up after dead workers' CI runs on this host (orphans, checkouts); run at start
         # and with each heartbeat.
         self._recover = recover
@@ -175,7 +182,9 @@ class Worker:
             uow.commit()
         if lost:
             with self._held_lock:
+                dropped = lost & self._held
                 self._held -= lost
+            self._telemetry.lease("lost", len(dropped))
 
     def recover(self) -> None:
         """Clean up the CI runs of workers on this host that died (see `BuiltInRunner`)."""
@@ -207,21 +216,29 @@ class Worker:
 
     def run_once(self) -> None:
         """One pass over every queue this worker can lease."""
-        self.beat()
-        with self._uow() as uow:
-            queue_ids = list(uow.queues.list_ids())
-        for queue_id in queue_ids:
-            if self._take_lease(queue_id):
-                self.reconcile(queue_id)
+        started = time.perf_counter()
+        ok = False
+        try:
+            self.beat()
+            with self._uow() as uow:
+                queue_ids = list(uow.queues.list_ids())
+            for queue_id in queue_ids:
+                if self._take_lease(queue_id):
+                    self.reconcile(queue_id)
+            ok = True
+        finally:
+            self._telemetry.worker_pass(time.perf_counter() - started, ok=ok)
 
     def release_all(self) -> None:
         """Hand back every lease and leave the `workers` table (this worker stops)."""
         with self._held_lock:
+            released = len(self._held)
             self._held.clear()
         with self._uow() as uow:
             uow.leases.release_all(self._settings.holder)
             uow.workers.remove(self._settings.holder)
             uow.commit()
+        self._telemetry.lease("released", released)
 
     def _take_lease(self, queue_id: QueueId) -> bool:
         now = self._clock()
@@ -233,10 +250,15 @@ class Worker:
                 taken = uow.leases.acquire(queue_id, self._settings.holder, now=now, until=until)
                 uow.commit()
         with self._held_lock:
+            held_before = queue_id in self._held
             if taken:
                 self._held.add(queue_id)
             else:
                 self._held.discard(queue_id)
+        if taken and not held_before:
+            self._telemetry.lease("acquired")
+        elif held_before and not taken:
+            self._telemetry.lease("lost")
         return taken
 
     # -- one queue --------------------------------------------------------------------------
@@ -331,7 +353,10 @@ class Worker:
                 return True
             if not uow.leases.holds(queue_id, self._settings.holder):
                 with self._held_lock:
+                    held_before = queue_id in self._held
                     self._held.discard(queue_id)
+                if held_before:
+                    self._telemetry.lease("lost")
                 return False
             if done is not None and not uow.effects.delete(done):
                 return True  # another worker answered it already
@@ -356,12 +381,21 @@ class Worker:
                 return
             effect_id, effect = pending[0]
             attempted.add(effect_id)
+            kind = type(effect).__name__
+            if effect_id in self._failed_effects:
+                self._telemetry.effect_retried(kind)
             try:
                 result = self._carry_out(repository, effect)
             except (CodeHostError, KeepgreenError, OSError):
                 # Left in the outbox: the next pass tries again.
-                logger.exception("effect %s failed for queue %s", type(effect).__name__, queue_id)
+                logger.exception("effect %s failed for queue %s", kind, queue_id)
+                self._telemetry.effect(kind, ok=False)
+                if len(self._failed_effects) >= _MAX_REMEMBERED_FAILURES:
+                    self._failed_effects.clear()
+                self._failed_effects.add(effect_id)
                 continue
+            self._telemetry.effect(kind, ok=True)
+            self._failed_effects.discard(effect_id)
             if result is None:
                 with self._uow() as uow:
                     if not uow.leases.holds(queue_id, self._settings.holder):

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
@@ -23,6 +24,7 @@ from keepgreen.adapters.ci.sandbox import (
 )
 from keepgreen.adapters.git.local_host import local_path
 from keepgreen.app.ports import StatusReporter
+from keepgreen.app.telemetry import CiResult, Telemetry
 from keepgreen.core.enums import CommitState
 from keepgreen.core.limits import MAX_TEXT_LENGTH
 from keepgreen.core.model import Repository
@@ -51,6 +53,12 @@ _GIT_LOCATION_VARIABLES = frozenset(
 
 # What a finished job reports: (state, description), or None when the run was cancelled.
 _Outcome = tuple[CommitState, str] | None
+_RESULT_OF: dict[CommitState, CiResult] = {
+    CommitState.SUCCESS: "success",
+    CommitState.FAILURE: "failure",
+    CommitState.ERROR: "error",
+    CommitState.PENDING: "error",  # never a final state; would be a runner bug
+}
 
 
 class BuiltInRunner:
@@ -73,6 +81,7 @@ class BuiltInRunner:
         report: StatusReporter,
         sandbox: Sandbox,
         max_parallel: int = 4,
+        telemetry: Telemetry | None = None,
     ) -> None:
         if max_parallel < 1:
             raise ValueError("max_parallel must be at least 1")
@@ -82,6 +91,7 @@ class BuiltInRunner:
         self._log_root = root / "logs"
         self._report = report
         self._sandbox = sandbox
+        self._telemetry = telemetry or Telemetry()
         self._executor = ThreadPoolExecutor(
             max_workers=max_parallel, thread_name_prefix="keepgreen-ci"
         )
@@ -200,6 +210,8 @@ class BuiltInRunner:
         log_path: Path,
     ) -> None:
         run: RunDirectory | None = None
+        started = time.monotonic()
+        result: CiResult = "cancelled"
         try:
             if self._is_cancelled(run_id):
                 return
@@ -212,13 +224,16 @@ class BuiltInRunner:
                     repo, command, run_id, sha, timeout_seconds, run, log_file
                 )
             if outcome is not None:
+                result = _RESULT_OF[outcome[0]]
                 self._send(repo, sha, *outcome, log_path)
         except Exception as error:
             # A worker thread's exception would otherwise sit unread in its future.
             log.exception("CI run %s of %s on %s failed", run_id, repo.ref, sha)
             if not self._is_cancelled(run_id):
+                result = "error"
                 self._send(repo, sha, CommitState.ERROR, f"the runner failed: {error}", log_path)
         finally:
+            self._telemetry.ci_run(result, time.monotonic() - started)
             with self._lock:
                 self._live.discard(run_id)
                 self._cancelled.discard(run_id)

@@ -10,6 +10,9 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.pool import QueuePool
+
+from keepgreen.app.telemetry import PoolStats
 
 MIGRATIONS = "keepgreen.adapters.db:migrations"
 MIGRATION_LOCK_KEY = 0x6B67_6D69  # "kgmi": any constant shared by every keepgreen process
@@ -41,6 +44,21 @@ def make_engine(url: str) -> Engine:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def pool_stats(engine: Engine) -> PoolStats | None:
+    """The engine's connection pool now; None for a pool that keeps no such numbers."""
+    pool = engine.pool
+    if not isinstance(pool, QueuePool):
+        return None
+    return PoolStats(
+        size=pool.size(),
+        checked_out=pool.checkedout(),
+        idle=pool.checkedin(),
+        # QueuePool counts overflow from -size (room left in the pool) up; only the part
+        # beyond the pool's size is overflow an operator watches.
+        overflow=max(pool.overflow(), 0),
+    )
 
 
 def alembic_config(engine: Engine | None = None) -> Config:
