@@ -59,3 +59,40 @@ def test_read_only_paths_are_absolute_and_blank_parts_are_dropped(
     monkeypatch.setenv("KEEPGREEN_DATA_DIR", "/srv/kg")
     monkeypatch.setenv("KEEPGREEN_CI_READONLY_PATHS", "/opt/tools::/usr/lib/jvm:")
     assert Settings().readonly_paths() == [Path("/opt/tools"), Path("/usr/lib/jvm")]
+
+
+def test_the_metrics_token_is_read_from_its_file_without_the_newline(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.token"
+    path.write_text("0123456789abcdef0123\n")
+    token = Settings(metrics_token_file=path).metrics_token()
+    assert token is not None
+    assert token.get_secret_value() == "0123456789abcdef0123"
+    assert "0123456789abcdef" not in repr(token)
+    assert Settings().metrics_token() is None
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (None, "cannot be read"),
+        (b"", "one token of printable ASCII"),
+        (b"two words in it here\n", "one token of printable ASCII"),
+        (b"caf\xc3\xa9caf\xc3\xa9caf\xc3\xa9caf\xc3\xa9", "one token of printable ASCII"),
+        (b"short-secret", "16 to 512 characters"),
+    ],
+)
+def test_a_metrics_token_file_keepgreen_cannot_use_is_refused_without_showing_it(
+    tmp_path: Path, content: bytes | None, problem: str
+) -> None:
+    from keepgreen.settings import SettingsError
+
+    path = tmp_path / "metrics.token"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(SettingsError) as refused:
+        Settings(metrics_token_file=path).metrics_token()
+    message = str(refused.value)
+    assert message.startswith("KEEPGREEN_METRICS_TOKEN_FILE")
+    assert problem in message
+    if content:
+        assert content.decode(errors="replace").strip() not in message

@@ -8,12 +8,13 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from pydantic import SecretStr
 from sqlalchemy import Engine
 from sqlalchemy.orm import sessionmaker
 
 from keepgreen.adapters.ci.runner import BuiltInRunner
 from keepgreen.adapters.ci.sandbox import make_sandbox
-from keepgreen.adapters.db.engine import folder_problem, migrate, open_engine
+from keepgreen.adapters.db.engine import folder_problem, migrate, open_engine, pool_stats
 from keepgreen.adapters.db.uow import SqlUnitOfWork
 from keepgreen.adapters.git.local_host import LocalGitHost, local_path
 from keepgreen.adapters.git.survey import RepositorySurveyor
@@ -30,6 +31,7 @@ from keepgreen.app.metrics import MetricsService
 from keepgreen.app.ports import Clock, IdFactory, MergeHost, UnitOfWork, UnitOfWorkFactory
 from keepgreen.app.pull_requests import PullRequestService
 from keepgreen.app.queues import QueueService
+from keepgreen.app.telemetry import Telemetry
 from keepgreen.app.testing import StatusService, TestingService
 from keepgreen.app.worker import Worker, WorkerSettings
 from keepgreen.core.flaky.results import CaseResult
@@ -59,6 +61,9 @@ def parse_junit(filename: str, data: bytes, *, max_results: int) -> list[CaseRes
 class CodeOwnersFiles:
     """CODEOWNERS from an upload's text, or from the repository's default branch (HEAD)."""
 
+    def __init__(self, *, telemetry: Telemetry) -> None:
+        self._telemetry = telemetry
+
     def from_text(self, text: str) -> OwnersFile:
         return OwnersFile.parse(text)
 
@@ -66,7 +71,7 @@ class CodeOwnersFiles:
         path = local_path(repository.git_url)
         if path is None or not path.exists():
             return None
-        text = read_codeowners(path, "HEAD")
+        text = read_codeowners(path, "HEAD", telemetry=self._telemetry)
         return OwnersFile.parse(text) if text is not None else None
 
 
@@ -89,6 +94,8 @@ class Container:
     flaky: FlakyReadService
     flaky_manage: FlakyManageService
     housekeeping: Housekeeping
+    telemetry: Telemetry  # the keepgreen_* metrics of this process (GET /metrics)
+    metrics_token: SecretStr | None  # opens GET /metrics; None: /metrics refuses everyone
 
     def close(self) -> None:
         self.runner.close(wait=False)
@@ -115,7 +122,10 @@ def bootstrap(
             f"KEEPGREEN_DATA_DIR is {settings.data_dir}, which cannot be created: "
             f"{folder_problem(settings.data_dir, error)}"
         ) from error
+    metrics_token = settings.metrics_token()  # a bad token file stops the start, not a scrape
+    telemetry = Telemetry()
     engine = open_engine(settings.resolved_database_url())
+    telemetry.watch_pool(lambda: pool_stats(engine))
     if run_migrations:
         migrate(engine)
     sessions = sessionmaker(engine, expire_on_commit=False)
@@ -123,8 +133,8 @@ def bootstrap(
     def unit_of_work() -> UnitOfWork:
         return SqlUnitOfWork(sessions, new_id)
 
-    host = code_host if code_host is not None else LocalGitHost()
-    queue_engine = QueueEngine(clock=clock)
+    host = code_host if code_host is not None else LocalGitHost(telemetry=telemetry)
+    queue_engine = QueueEngine(clock=clock, telemetry=telemetry)
     # The runner reports through the status service, which wakes the worker; the worker
     # starts the runner. Both exist before either is used, so tie them with a late lookup.
     parts: dict[str, Worker] = {}
@@ -147,6 +157,7 @@ def bootstrap(
         report=statuses.record,
         sandbox=make_sandbox(settings.ci_sandbox, readonly_paths=settings.readonly_paths()),
         max_parallel=settings.ci_parallel,
+        telemetry=telemetry,
     )
     worker = Worker(
         unit_of_work,
@@ -165,6 +176,7 @@ def bootstrap(
         ),
         chores=(housekeeping.sweep, housekeeping.purge),
         recover=runner.recover,
+        telemetry=telemetry,
     )
     parts["worker"] = worker
     return Container(
@@ -191,14 +203,17 @@ def bootstrap(
         ingest=IngestService(
             unit_of_work,
             parse=parse_junit,
-            owners=CodeOwnersFiles(),
+            owners=CodeOwnersFiles(telemetry=telemetry),
             detector=detector,
             clock=clock,
             new_id=new_id,
+            telemetry=telemetry,
         ),
         flaky=FlakyReadService(unit_of_work, clock=clock),
         flaky_manage=FlakyManageService(unit_of_work, detector=detector, clock=clock),
         housekeeping=housekeeping,
+        telemetry=telemetry,
+        metrics_token=metrics_token,
     )
 
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATA_DIR = Path("./keepgreen-data")
 MAX_BODY_BYTES = 20 * 1024 * 1024  # the interface's 20 MiB request limit
+MIN_METRICS_TOKEN_LENGTH = 16
+MAX_METRICS_TOKEN_LENGTH = 512
 
 
 class SettingsError(ValueError):
@@ -60,6 +62,44 @@ class Settings(BaseSettings):
     # per line, for a log shipper), at this level and above.
     log_format: Literal["console", "json"] = "console"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # A file holding the bearer token that opens GET /metrics (Prometheus sends it from its
+    # `authorization: credentials_file:`). Unset: /metrics refuses every request.
+    metrics_token_file: Path | None = None
+    # `keepgreen worker` serves GET /metrics on this port when set (it has no API otherwise).
+    worker_metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+    worker_metrics_host: str = "127.0.0.1"
+
+    def metrics_token(self) -> SecretStr | None:
+        """The operator's /metrics token from KEEPGREEN_METRICS_TOKEN_FILE, or None when unset.
+
+        Surrounding whitespace (a trailing newline) is dropped; a file that cannot be read,
+        or a token that is short or would not fit in an HTTP header, is refused.
+        """
+        if self.metrics_token_file is None:
+            return None
+        name = "KEEPGREEN_METRICS_TOKEN_FILE"
+        try:
+            raw = self.metrics_token_file.read_bytes()
+        except OSError as error:
+            reason = error.strerror or type(error).__name__
+            raise SettingsError(
+                f"{name} names {self.metrics_token_file}, which cannot be read ({reason})"
+            ) from None
+        try:
+            token = raw.decode("ascii").strip()
+        except UnicodeDecodeError:
+            token = ""
+        # Never the token itself in a message: only what is wrong with it.
+        if not token.isascii() or not token.isprintable() or " " in token or not token:
+            raise SettingsError(
+                f"{name}: the file must hold one token of printable ASCII characters without spaces"
+            )
+        if not MIN_METRICS_TOKEN_LENGTH <= len(token) <= MAX_METRICS_TOKEN_LENGTH:
+            raise SettingsError(
+                f"{name}: the token must be {MIN_METRICS_TOKEN_LENGTH} to "
+                f"{MAX_METRICS_TOKEN_LENGTH} characters long (e.g. `openssl rand -hex 32`)"
+            )
+        return SecretStr(token)
 
     def readonly_paths(self) -> list[Path]:
         """KEEPGREEN_CI_READONLY_PATHS as absolute paths; one that would show the data dir

@@ -22,6 +22,7 @@ from pathlib import Path
 from codeowners import CodeOwners
 
 from keepgreen.adapters.git.merging import Git
+from keepgreen.app.telemetry import Telemetry
 
 # Where the file is looked for, first found first; relative to the repository root.
 CODEOWNERS_PATHS = (
@@ -126,7 +127,7 @@ def _repository_path(path: str | None) -> str:
     return relative.lstrip("/")
 
 
-def read_codeowners(git_dir: Path, ref: str) -> str | None:
+def read_codeowners(git_dir: Path, ref: str, *, telemetry: Telemetry | None = None) -> str | None:
     """The text of the first of CODEOWNERS_PATHS in `ref`'s tree, in the repository at
     `git_dir` (a work tree, its .git, or a bare repository). None when `ref` names no commit,
     when there is no such file, or when the one found is over MAX_CODEOWNERS_BYTES.
@@ -138,7 +139,7 @@ def read_codeowners(git_dir: Path, ref: str) -> str | None:
         return None
     if (git_dir / ".git").exists():
         git_dir = git_dir / ".git"
-    git = Git(git_dir)
+    git = Git(git_dir, telemetry=telemetry)
     commit = git.resolve(ref)
     if commit is None:
         return None

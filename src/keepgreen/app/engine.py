@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from keepgreen.app.ports import Clock, UnitOfWork
 from keepgreen.app.queue_log import log_decision
+from keepgreen.app.telemetry import RunTransition, Telemetry
 from keepgreen.core.enums import PrState
 from keepgreen.core.ids import PullRequestId, QueueId
 from keepgreen.core.model import Queue, QueueEntry, Repository, TestRun
@@ -32,8 +33,10 @@ class Loaded:
 class QueueEngine:
     """Runs `decide` against the database for one queue at a time."""
 
-    def __init__(self, *, clock: Clock) -> None:
+    def __init__(self, *, clock: Clock, telemetry: Telemetry | None = None) -> None:
         self._clock = clock
+        # None: metrics go to a registry of its own that nobody reads (parts built alone).
+        self._telemetry = telemetry or Telemetry()
 
     def load(self, uow: UnitOfWork, queue: Queue) -> Loaded:
         """The queue's state as the scheduler needs it (the caller holds the queue row lock)."""
@@ -70,7 +73,7 @@ class QueueEngine:
         now = self._clock()
         decision = decide(loaded.state, event, now=now, policy=loaded.policy)
         self._persist(uow, loaded.state, decision)
-        uow.after_commit(lambda: log_decision(loaded.repository, loaded.state, event, decision))
+        uow.on_commit(lambda: log_decision(loaded.repository, loaded.state, event, decision))
         return decision
 
     def _persist(self, uow: UnitOfWork, before: EngineState, decision: Decision) -> None:
@@ -82,13 +85,22 @@ class QueueEngine:
             if old_entries.get(entry.id) != entry:
                 uow.entries.save(entry)
         old_runs = {run.id: run for run in before.runs}
+        transitions = []
         for run in (*after.runs, *decision.closed_runs):
-            self._save_run(uow, old_runs.get(run.id), run)
+            old = old_runs.get(run.id)
+            self._save_run(uow, old, run)
+            if old is None or old.status is not run.status:
+                transitions.append(RunTransition(old, run))
         for change in decision.changes:
             uow.history.add(change)
         now = self._clock()
         for effect in decision.effects:
             uow.effects.add(after.queue.id, effect, now)
+        if decision.changes or transitions:
+            changes = tuple(decision.changes)
+            # Counted when the caller commits: a decision rolled back (a lost lease, a
+            # conflict) never happened.
+            uow.on_commit(lambda: self._telemetry.decided(changes, transitions))
 
     @staticmethod
     def _save_run(uow: UnitOfWork, old: TestRun | None, run: TestRun) -> None:

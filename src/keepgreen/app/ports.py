@@ -435,9 +435,10 @@ class UnitOfWork(Protocol):
         tb: TracebackType | None,
     ) -> None: ...
     def commit(self) -> None: ...
-    def after_commit(self, callback: Callable[[], object]) -> None:
-        """Run `callback` after the next successful `commit` (logs, metrics: things that must
-        not report what a rollback undid). A failing callback is logged, not raised.
+    def on_commit(self, callback: Callable[[], object]) -> None:
+        """Call `callback` once this unit's next `commit` has succeeded; never when it rolls
+        back. For what must only count once the data is durable (metrics); a failing callback
+        is logged, not raised, since the transaction already committed.
         """
         ...
 

@@ -41,6 +41,7 @@ from keepgreen.app.ports import (
     UnitOfWorkFactory,
 )
 from keepgreen.app.queue_log import queue_name
+from keepgreen.app.telemetry import Telemetry
 from keepgreen.core.enums import PrState, TestRunStatus
 from keepgreen.core.ids import QueueId
 from keepgreen.core.model import Queue, QueueEntry, Repository
@@ -69,6 +70,9 @@ log = structlog.get_logger(__name__)
 # Bounds one pass over a queue's outbox: effects beget effects (a merge starts the next run),
 # but a pass must end so other queues get their turn.
 _MAX_EFFECTS_PER_PASS = 200
+# Failed effects this worker remembers, to count their retries; past it the memory starts over
+# (another worker may have done the effects it holds).
+_MAX_REMEMBERED_FAILURES = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +102,10 @@ class Worker:
         settings: WorkerSettings,
         chores: Sequence[Callable[[], object]] = (),
         recover: Callable[[], object] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._uow = uow
+        self._telemetry = telemetry or Telemetry()
         # Cleans up after dead workers' CI runs on this host (orphans, checkouts); run at start
         # and with each heartbeat.
         self._recover = recover
@@ -189,8 +195,10 @@ class Worker:
             uow.commit()
         if lost:
             with self._held_lock:
+                dropped = lost & self._held
                 self._held -= lost
-            for queue_id in lost:
+            self._telemetry.lease("lost", len(dropped))
+            for queue_id in dropped:
                 log.warning("lease lost", queue=self._name(queue_id), holder=self._settings.holder)
 
     def recover(self) -> None:
@@ -223,12 +231,18 @@ class Worker:
 
     def run_once(self) -> None:
         """One pass over every queue this worker can lease."""
-        self.beat()
-        with self._uow() as uow:
-            queue_ids = list(uow.queues.list_ids())
-        for queue_id in queue_ids:
-            if self._take_lease(queue_id):
-                self.reconcile(queue_id)
+        started = time.perf_counter()
+        ok = False
+        try:
+            self.beat()
+            with self._uow() as uow:
+                queue_ids = list(uow.queues.list_ids())
+            for queue_id in queue_ids:
+                if self._take_lease(queue_id):
+                    self.reconcile(queue_id)
+            ok = True
+        finally:
+            self._telemetry.worker_pass(time.perf_counter() - started, ok=ok)
 
     def release_all(self) -> None:
         """Hand back every lease and leave the `workers` table (this worker stops)."""
@@ -240,6 +254,7 @@ class Worker:
             uow.leases.release_all(self._settings.holder)
             uow.workers.remove(self._settings.holder)
             uow.commit()
+        self._telemetry.lease("released", handed_back)
 
     def _take_lease(self, queue_id: QueueId) -> bool:
         now = self._clock()
@@ -261,8 +276,10 @@ class Worker:
             else:
                 self._held.discard(queue_id)
         if taken and not was_held:
+            self._telemetry.lease("acquired")
             log.info("lease taken", queue=self._name(queue_id), holder=self._settings.holder)
         elif was_held and not taken:
+            self._telemetry.lease("lost")
             log.warning("lease lost", queue=self._name(queue_id), holder=self._settings.holder)
         return taken
 
@@ -379,10 +396,15 @@ class Worker:
                 return True
             if not uow.leases.holds(queue_id, self._settings.holder):
                 with self._held_lock:
+                    held_before = queue_id in self._held
                     self._held.discard(queue_id)
-                log.warning(
-                    "lease lost mid-pass", queue=self._name(queue_id), holder=self._settings.holder
-                )
+                if held_before:
+                    self._telemetry.lease("lost")
+                    log.warning(
+                        "lease lost mid-pass",
+                        queue=self._name(queue_id),
+                        holder=self._settings.holder,
+                    )
                 return False
             if done is not None and not uow.effects.delete(done):
                 return True  # another worker answered it already
@@ -406,26 +428,29 @@ class Worker:
                 return  # `_take_lease` said so
             effect_id, effect = pending[0]
             attempted.add(effect_id)
+            kind = type(effect).__name__
+            if effect_id in self._attempts:
+                self._telemetry.effect_retried(kind)
             try:
                 result = self._carry_out(repository, effect)
             except (CodeHostError, KeepgreenError, OSError) as error:
                 # Left in the outbox: the next pass tries again.
+                self._telemetry.effect(kind, ok=False)
+                if len(self._attempts) >= _MAX_REMEMBERED_FAILURES:
+                    self._attempts.clear()  # effects another worker finished meanwhile
                 attempt = self._attempts[effect_id] = self._attempts.get(effect_id, 0) + 1
                 log.warning(
                     "effect failed; retried next pass",
                     queue=self._name(queue_id),
-                    effect=type(effect).__name__,
+                    effect=kind,
                     attempt=attempt,
                     error=str(error),
                     exc_info=not isinstance(error, CodeHostError),
                 )
                 continue
+            self._telemetry.effect(kind, ok=True)
             if self._attempts.pop(effect_id, 0):
-                log.info(
-                    "effect succeeded after retries",
-                    queue=self._name(queue_id),
-                    effect=type(effect).__name__,
-                )
+                log.info("effect succeeded after retries", queue=self._name(queue_id), effect=kind)
             if result is None:
                 with self._uow() as uow:
                     if not uow.leases.holds(queue_id, self._settings.holder):

@@ -100,9 +100,30 @@ def serve(
 
 
 @app.command()
-def worker() -> None:
+def worker(
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            min=0,
+            max=65535,
+            help="Serve GET /metrics on this port (0: any free one); default "
+            "KEEPGREEN_WORKER_METRICS_PORT, else no metrics port.",
+        ),
+    ] = None,
+    metrics_host: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-host",
+            help="Interface of the metrics port; default KEEPGREEN_WORKER_METRICS_HOST "
+            "(127.0.0.1).",
+        ),
+    ] = None,
+) -> None:
     """Run the queue worker alone (several may run against one PostgreSQL)."""
     import signal
+
+    from keepgreen.cli.metrics_port import MetricsPortError, MetricsServer, serve_metrics
 
     container = _container(configure_logs=True)
     stop = threading.Event()
@@ -116,9 +137,22 @@ def worker() -> None:
     url = container.settings.resolved_database_url()
     log.info("keepgreen worker", database=_redact(url))
     _warn_about_the_sandbox(container)
+    metrics: MetricsServer | None = None
+    port = container.settings.worker_metrics_port if metrics_port is None else metrics_port
+    if port is not None:
+        host = metrics_host or container.settings.worker_metrics_host
+        try:
+            metrics = serve_metrics(container, host=host, port=port)
+        except MetricsPortError as error:
+            typer.echo(f"error: {error}", err=True)
+            container.close()
+            raise typer.Exit(2) from error
+        log.info("worker metrics", url=metrics.url)
     try:
         container.worker.serve(stop)
     finally:
+        if metrics is not None:
+            metrics.stop()
         container.close()
 
 

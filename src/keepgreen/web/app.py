@@ -16,7 +16,8 @@ from keepgreen.settings import Settings
 from keepgreen.web.auth import authenticate
 from keepgreen.web.body_limit import BodyLimitMiddleware
 from keepgreen.web.errors import install_error_handlers
-from keepgreen.web.routes import flaky_tests, merge_queue, metrics
+from keepgreen.web.observability import ObservabilityMiddleware
+from keepgreen.web.routes import flaky_tests, merge_queue, metrics, service_metrics
 
 API_PREFIX = "/v1"
 
@@ -49,7 +50,10 @@ def create_app(settings: Settings | None = None, *, container: Container | None 
     app.include_router(merge_queue.router, prefix=API_PREFIX)
     app.include_router(metrics.router, prefix=API_PREFIX)
     app.include_router(flaky_tests.router, prefix=API_PREFIX)
+    app.include_router(service_metrics.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=container.settings.max_body_bytes)
+    # Added last, so outermost: it measures and logs what the client got, 413s included.
+    app.add_middleware(ObservabilityMiddleware, telemetry=container.telemetry)
 
     def openapi_document() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -74,4 +78,17 @@ def create_app(settings: Settings | None = None, *, container: Container | None 
             include_in_schema=False,
             methods=["GET"],
         )
+    return app
+
+
+def create_metrics_app(container: Container) -> FastAPI:
+    """Only GET /metrics, for a process without the API (`keepgreen worker --metrics-port`):
+    the same route, token rule and access log as `keepgreen serve`'s.
+    """
+    app = FastAPI(title="keepgreen metrics", openapi_url=None, docs_url=None, redoc_url=None)
+    app.state.container = container
+    app.state.authenticate = authenticate
+    install_error_handlers(app)
+    app.include_router(service_metrics.router)
+    app.add_middleware(ObservabilityMiddleware, telemetry=container.telemetry)
     return app

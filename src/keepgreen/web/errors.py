@@ -44,8 +44,15 @@ def error_response(
     )
 
 
+UNAUTHORIZED = "a valid API token is required in the x-api-token header"
+
+
 class Unauthorized(Exception):
-    """Raised by the auth dependency; answered 401."""
+    """Raised by the auth dependencies; answered 401 with `message`."""
+
+    def __init__(self, message: str = UNAUTHORIZED) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 def describe_validation_error(errors: list[Any]) -> tuple[str, str]:
@@ -81,10 +88,8 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(status, error.code, error.message)
 
     @app.exception_handler(Unauthorized)
-    async def _unauthorized(_request: Request, _error: Unauthorized) -> JSONResponse:
-        return error_response(
-            401, "unauthorized", "a valid API token is required in the x-api-token header"
-        )
+    async def _unauthorized(_request: Request, error: Unauthorized) -> JSONResponse:
+        return error_response(401, "unauthorized", error.message)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:

@@ -25,6 +25,7 @@ from keepgreen.adapters.ci.sandbox import (
 )
 from keepgreen.adapters.git.local_host import local_path
 from keepgreen.app.ports import StatusReporter
+from keepgreen.app.telemetry import CiResult, Telemetry
 from keepgreen.core.enums import CommitState
 from keepgreen.core.git_urls import redact_url
 from keepgreen.core.limits import MAX_TEXT_LENGTH
@@ -54,6 +55,12 @@ _GIT_LOCATION_VARIABLES = frozenset(
 
 # What a finished job reports: (state, description), or None when the run was cancelled.
 _Outcome = tuple[CommitState, str] | None
+_RESULT_OF: dict[CommitState, CiResult] = {
+    CommitState.SUCCESS: "success",
+    CommitState.FAILURE: "failure",
+    CommitState.ERROR: "error",
+    CommitState.PENDING: "error",  # never a final state; would be a runner bug
+}
 
 
 class BuiltInRunner:
@@ -76,6 +83,7 @@ class BuiltInRunner:
         report: StatusReporter,
         sandbox: Sandbox,
         max_parallel: int = 4,
+        telemetry: Telemetry | None = None,
     ) -> None:
         if max_parallel < 1:
             raise ValueError("max_parallel must be at least 1")
@@ -85,6 +93,7 @@ class BuiltInRunner:
         self._log_root = root / "logs"
         self._report = report
         self._sandbox = sandbox
+        self._telemetry = telemetry or Telemetry()
         self._executor = ThreadPoolExecutor(
             max_workers=max_parallel, thread_name_prefix="keepgreen-ci"
         )
@@ -205,6 +214,7 @@ class BuiltInRunner:
     ) -> None:
         run: RunDirectory | None = None
         started = time.monotonic()
+        result: CiResult = "cancelled"
         try:
             if self._is_cancelled(run_id):
                 return
@@ -227,13 +237,16 @@ class BuiltInRunner:
                     description=description,
                     seconds=round(time.monotonic() - started, 1),
                 )
+                result = _RESULT_OF[state]
                 self._send(repo, sha, state, description, log_path)
         except Exception as error:
             # A worker thread's exception would otherwise sit unread in its future.
             log.exception("ci runner failed", run=run_id, repo=str(repo.ref), sha=sha)
             if not self._is_cancelled(run_id):
+                result = "error"
                 self._send(repo, sha, CommitState.ERROR, f"the runner failed: {error}", log_path)
         finally:
+            self._telemetry.ci_run(result, time.monotonic() - started)
             with self._lock:
                 self._live.discard(run_id)
                 self._cancelled.discard(run_id)

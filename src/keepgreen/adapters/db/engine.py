@@ -11,7 +11,9 @@ from alembic.config import Config
 from sqlalchemy import URL, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.pool import QueuePool
 
+from keepgreen.app.telemetry import PoolStats
 from keepgreen.settings import SettingsError
 
 MIGRATIONS = "keepgreen.adapters.db:migrations"
@@ -119,6 +121,21 @@ def driver_reason(error: DBAPIError) -> str:
     if reason[:1].isupper() and reason[1:2].islower():
         reason = reason[0].lower() + reason[1:]  # "Connection refused" reads as a clause
     return reason[:MAX_REASON_LENGTH]
+
+
+def pool_stats(engine: Engine) -> PoolStats | None:
+    """The engine's connection pool now; None for a pool that keeps no such numbers."""
+    pool = engine.pool
+    if not isinstance(pool, QueuePool):
+        return None
+    return PoolStats(
+        size=pool.size(),
+        checked_out=pool.checkedout(),
+        idle=pool.checkedin(),
+        # QueuePool counts overflow from -size (room left in the pool) up; only the part
+        # beyond the pool's size is overflow an operator watches.
+        overflow=max(pool.overflow(), 0),
+    )
 
 
 def alembic_config(engine: Engine | None = None) -> Config:

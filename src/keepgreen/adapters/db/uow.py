@@ -65,6 +65,7 @@ class SqlUnitOfWork:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self._after_commit.clear()  # rolled back: what they would count did not happen
         self._session.rollback()
         self._session.close()
         # A unique-key race with another writer (seen at a flush or at commit) is a Conflict
@@ -78,11 +79,10 @@ class SqlUnitOfWork:
         for callback in callbacks:
             try:
                 callback()
-            except Exception:  # what is committed stays committed; a report that fails is logged
-                log.exception("after-commit callback failed")
+            except Exception:  # the data is committed: the caller must not see a failure
+                log.exception("an after-commit callback failed")
 
-    def after_commit(self, callback: Callable[[], object]) -> None:
-        """Call `callback` once this transaction has committed (never if it rolls back)."""
+    def on_commit(self, callback: Callable[[], object]) -> None:
         self._after_commit.append(callback)
 
 

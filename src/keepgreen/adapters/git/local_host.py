@@ -20,6 +20,7 @@ from keepgreen.app.ports import (
     LandResult,
     TestCommit,
 )
+from keepgreen.app.telemetry import Telemetry
 from keepgreen.core.enums import Mergeability
 from keepgreen.core.git_urls import redact_url
 from keepgreen.core.model import PullRequestInfo, Repository
@@ -41,7 +42,7 @@ def local_path(git_url: str) -> Path | None:
     return Path(git_url)
 
 
-def locate_repository(git_url: str) -> str:
+def locate_repository(git_url: str, *, telemetry: Telemetry | None = None) -> str:
     """The RepositoryLocator port: a local repository's absolute path (links resolved), once
     git confirms a repository is there; a network remote's URL as it is (the remote host
     checks those when it first fetches).
@@ -56,7 +57,7 @@ def locate_repository(git_url: str) -> str:
     if not (git_dir / "HEAD").is_file() or not (git_dir / "objects").is_dir():
         raise CodeHostError(f"{git_url} is not a git repository")
     # A repository git itself refuses (a broken HEAD, an unreadable config) is refused too.
-    result = Git(git_dir).run("rev-parse", "--git-dir")
+    result = Git(git_dir, telemetry=telemetry).run("rev-parse", "--git-dir")
     if result.returncode != 0:
         raise CodeHostError(f"{git_url} is not a git repository git can read")
     return str(resolved)
@@ -64,6 +65,9 @@ def locate_repository(git_url: str) -> str:
 
 class LocalGitHost:
     """The MergeHost port over repositories on this machine."""
+
+    def __init__(self, *, telemetry: Telemetry | None = None) -> None:
+        self._telemetry = telemetry
 
     def pull_request(self, repo: Repository, number: int) -> PullRequestInfo | None:
         """The PR's head, title and author; None when `refs/pull/<number>/head` is missing."""
@@ -128,9 +132,8 @@ class LocalGitHost:
             .stdout.strip()
         )
 
-    @classmethod
-    def _open(cls, repo: Repository) -> Git:
-        return Git(cls._git_dir(repo))
+    def _open(self, repo: Repository) -> Git:
+        return Git(self._git_dir(repo), telemetry=self._telemetry)
 
     @staticmethod
     def _git_dir(repo: Repository) -> Path:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from keepgreen.app.ports import BuildConflict, CodeHostError, Landing, LandResult, TestCommit
+from keepgreen.app.telemetry import Telemetry
 from keepgreen.core.enums import MergeMethod
 from keepgreen.core.model import ChainLink
 
@@ -65,10 +67,15 @@ class CommitObject:
 
 
 class Git:
-    """Git on one repository (by its git dir) with a fixed environment and a timeout."""
+    """Git on one repository (by its git dir) with a fixed environment and a timeout.
 
-    def __init__(self, git_dir: Path) -> None:
+    Every git process keepgreen's code host starts goes through `run`, which times it into
+    `telemetry` (by subcommand) when given.
+    """
+
+    def __init__(self, git_dir: Path, *, telemetry: Telemetry | None = None) -> None:
         self.git_dir = git_dir
+        self._telemetry = telemetry
 
     def run(
         self,
@@ -89,6 +96,7 @@ class Git:
         full_env["GIT_COMMITTER_EMAIL"] = KEEPGREEN.email
         full_env.update(env or {})
         options = [arg for entry in config for arg in ("-c", entry)]
+        started = time.perf_counter()
         try:
             result = subprocess.run(
                 ["git", f"--git-dir={self.git_dir}", *options, *args],
@@ -102,7 +110,18 @@ class Git:
                 check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as error:
+            if self._telemetry is not None:
+                timed_out = isinstance(error, subprocess.TimeoutExpired)
+                self._telemetry.git_call(
+                    args[0], time.perf_counter() - started, "timeout" if timed_out else "error"
+                )
             raise CodeHostError(f"git {args[0]} failed in {self.git_dir}: {error}") from error
+        if self._telemetry is not None:
+            self._telemetry.git_call(
+                args[0],
+                time.perf_counter() - started,
+                "ok" if result.returncode == 0 else "exit_nonzero",
+            )
         if check and result.returncode != 0:
             raise self.error(args[0], result)
         return result

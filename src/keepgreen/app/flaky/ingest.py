@@ -14,7 +14,7 @@ from typing import NamedTuple, Protocol
 
 import structlog
 
-from keepgreen.app.errors import InvalidInput
+from keepgreen.app.errors import InvalidInput, KeepgreenError
 from keepgreen.app.flaky.detection import Detector
 from keepgreen.app.flaky.store import (
     CommitDelta,
@@ -26,6 +26,7 @@ from keepgreen.app.flaky.store import (
 )
 from keepgreen.app.lookup import find_repository
 from keepgreen.app.ports import Clock, IdFactory, UnitOfWork, UnitOfWorkFactory
+from keepgreen.app.telemetry import Telemetry
 from keepgreen.core.flaky.failures import failure_summary, summary_key
 from keepgreen.core.flaky.ids import make_test_id, repo_full_name
 from keepgreen.core.flaky.model import TestCase
@@ -237,7 +238,9 @@ class IngestService:
         detector: Detector,
         clock: Clock,
         new_id: IdFactory,
+        telemetry: Telemetry | None = None,
     ) -> None:
+        self._telemetry = telemetry or Telemetry()
         self._unit_of_work = unit_of_work
         self._parse = parse
         self._owners = owners
@@ -246,6 +249,23 @@ class IngestService:
         self._new_id = new_id
 
     def upload(
+        self, org_id: OrgId, org_slug: str, metadata: UploadMetadata, files: Sequence[ReportFile]
+    ) -> UploadSummary:
+        try:
+            summary = self._upload(org_id, org_slug, metadata, files)
+        except KeepgreenError:
+            self._telemetry.upload_refused()
+            raise
+        self._telemetry.upload_stored(
+            size_bytes=sum(len(report.data) for report in files),
+            results=summary.results,
+            passed=summary.passed,
+            failed=summary.failed,
+            skipped=summary.skipped,
+        )
+        return summary
+
+    def _upload(
         self, org_id: OrgId, org_slug: str, metadata: UploadMetadata, files: Sequence[ReportFile]
     ) -> UploadSummary:
         if not files:

@@ -16,7 +16,7 @@ from keepgreen.core.enums import TestRunKind
 from keepgreen.core.metrics import CONCLUSIONS, Histogram, QueueMetrics
 from keepgreen.core.model import RepoRef
 from keepgreen.core.names import plain_name_problem
-from keepgreen.web.auth import Org, Services
+from keepgreen.web.auth import OrgOrBearer, Services
 from keepgreen.web.schemas import error_responses
 
 router = APIRouter(tags=["merge queue"])
@@ -97,7 +97,7 @@ def _observe(family: HistogramMetricFamily, labels: list[str], histogram: Histog
     },
 )
 def get_metrics(
-    org: Org,
+    org: OrgOrBearer,
     services: Services,
     repo: Annotated[
         str | None,
@@ -110,7 +110,11 @@ def get_metrics(
         str | None, Query(description="the repository's host", json_schema_extra=_QUERY_TEXT)
     ] = None,
 ) -> Response:
-    """Metrics of the org's queues, or of one repository's (`repo` + `repoHost`)."""
+    """Metrics of the org's queues, or of one repository's (`repo` + `repoHost`).
+
+    The org's token comes in `x-api-token` or, for a stock Prometheus, as
+    `Authorization: Bearer <token>`.
+    """
     ref: RepoRef | None = None
     if repo is not None or repoHost is not None:
         if not repo or not repoHost:
