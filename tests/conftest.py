@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import structlog
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
@@ -41,6 +42,18 @@ class FakeClock:
 
     def advance(self, **delta: float) -> None:
         self.now += timedelta(**delta)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _structured_logs_through_logging() -> None:
+    """keepgreen's structlog lines (the access log of in-process servers) go through the
+    standard library's logging, where pytest keeps them, and never to the stdout a CLI test
+    reads: unconfigured, structlog prints to stdout.
+    """
+    structlog.configure(
+        processors=[structlog.processors.add_log_level, structlog.processors.KeyValueRenderer()],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+    )
 
 
 @pytest.fixture(scope="session")
