@@ -17,6 +17,7 @@ class DeletesFailTwice(LocalGitHost):
     """The local host, whose first two branch deletions fail as a flaky server's would."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.failures = 2
 
     def delete_branch(self, repo: Repository, branch: str) -> None:

@@ -1,6 +1,6 @@
 """The Grafana dashboard shipped in deploy/grafana: valid JSON, its data source a variable,
 every query valid PromQL (promtool), and every metric a query names served by one of the two
-metrics endpoints. And the README's Prometheus scrape config, as written there.
+metrics endpoints. And the README's scrape config and table of metrics, as written there.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
 from keepgreen.bootstrap import Container
 from tests.conftest import FakeClock
@@ -145,3 +146,19 @@ def test_the_readme_scrape_config_is_one_prometheus_accepts(tmp_path: Path) -> N
     assert config.count("credentials_file:") == 2
     assert "metrics_path: /v1/getMergeQueueMetrics" in config
     assert "metrics_path: /metrics" in config
+
+
+def test_the_readme_lists_every_service_metric_and_no_other(client: TestClient) -> None:
+    """README.md's table of /metrics families and what /metrics serves cannot drift apart."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### Metrics and dashboards") :]
+    listed = {
+        name
+        for line in section.splitlines()
+        if line.startswith("| `keepgreen_")
+        for name in re.findall(r"`(keepgreen_[a-z_]+)`", line.split(" | ")[0])
+    }
+    served = {
+        name for name, _kind in re.findall(r"^# TYPE (keepgreen_\S+) (\S+)$", scrape(client), re.M)
+    }
+    assert listed == served
