@@ -62,7 +62,7 @@ class Worker:
     def metrics_url(self) -> str:
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         while time.monotonic() < deadline:
-            found = re.search(r"metrics on (http://\S+/metrics)", self.log.read_text())
+            found = re.search(r"worker metrics .*url=(http://\S+/metrics)", self.log.read_text())
             if found:
                 return found.group(1)
             if self.process.poll() is not None:
