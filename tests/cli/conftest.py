@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,6 +23,28 @@ from tests.support.wire import assert_error, queue_body
 
 REPO_ARG = "github.com/acme/widgets"
 START_TIMEOUT_SECONDS = 10.0
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """An empty directory the keepgreen processes of a test start in."""
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def fresh_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a fresh install: a data dir of its own, and no keepgreen setting
+    (database URL, URL, token) but the test database the suite runs against.
+    """
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("KEEPGREEN_") or name == "KEEPGREEN_TEST_DATABASE_URL"
+    }
+    environment["KEEPGREEN_DATA_DIR"] = str(tmp_path / "data")
+    return environment
 
 
 def free_port() -> int:

@@ -4,7 +4,6 @@ metrics) and `keepgreen worker --metrics-port`, which has no API otherwise.
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import subprocess
@@ -27,23 +26,11 @@ STOP_TIMEOUT_SECONDS = 15.0
 
 
 @pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    path = tmp_path / "work"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    """A fresh data dir and the operator's token file; no other keepgreen setting."""
+def env(fresh_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """A fresh install with the operator's token file; no other keepgreen setting."""
     token_file = tmp_path / "metrics.token"
     token_file.write_text(OPERATOR_TOKEN + "\n")
-    environment = {
-        name: value for name, value in os.environ.items() if not name.startswith("KEEPGREEN_")
-    }
-    environment["KEEPGREEN_DATA_DIR"] = str(tmp_path / "data")
-    environment["KEEPGREEN_METRICS_TOKEN_FILE"] = str(token_file)
-    return environment
+    return {**fresh_env, "KEEPGREEN_METRICS_TOKEN_FILE": str(token_file)}
 
 
 class Worker:

@@ -6,7 +6,6 @@ Runs `python -m keepgreen` as a user would, on the embedded default (SQLite in t
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -32,22 +31,9 @@ STOP_TIMEOUT_SECONDS = 10.0
 
 
 @pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    path = tmp_path / "work"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    """The environment of a fresh install: a data dir, and no database URL, URL or token."""
-    environment = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith("KEEPGREEN_") or name == "KEEPGREEN_TEST_DATABASE_URL"
-    }
-    environment["KEEPGREEN_DATA_DIR"] = str(tmp_path / "data")
-    return environment
+def env(fresh_env: dict[str, str]) -> dict[str, str]:
+    """The environment of a fresh install (see `fresh_env`)."""
+    return fresh_env
 
 
 def keepgreen(
