@@ -17,6 +17,7 @@ from keepgreen.adapters.ci.sandbox import make_sandbox
 from keepgreen.adapters.db.engine import folder_problem, migrate, open_engine, pool_stats
 from keepgreen.adapters.db.uow import SqlUnitOfWork
 from keepgreen.adapters.git.local_host import LocalGitHost, local_path
+from keepgreen.adapters.git.remote_host import CodeHosts, RemoteGitHost
 from keepgreen.adapters.git.survey import RepositorySurveyor
 from keepgreen.adapters.junit import ReportError, TooManyResults, parse_report
 from keepgreen.adapters.owners import OwnersFile, read_codeowners
@@ -133,7 +134,14 @@ def bootstrap(
     def unit_of_work() -> UnitOfWork:
         return SqlUnitOfWork(sessions, new_id)
 
-    host = code_host if code_host is not None else LocalGitHost(telemetry=telemetry)
+    host = (
+        code_host
+        if code_host is not None
+        else CodeHosts(
+            local=LocalGitHost(telemetry=telemetry),
+            remote=RemoteGitHost(data_dir=settings.data_dir, telemetry=telemetry),
+        )
+    )
     queue_engine = QueueEngine(clock=clock, telemetry=telemetry)
     # The runner reports through the status service, which wakes the worker; the worker
     # starts the runner. Both exist before either is used, so tie them with a late lookup.

@@ -24,6 +24,7 @@ from keepgreen.adapters.ci.sandbox import (
     command_environment,
 )
 from keepgreen.adapters.git.local_host import local_path
+from keepgreen.adapters.git.remote_host import mirror_path
 from keepgreen.app.ports import StatusReporter
 from keepgreen.app.telemetry import CiResult, Telemetry
 from keepgreen.core.enums import CommitState
@@ -88,6 +89,7 @@ class BuiltInRunner:
         if max_parallel < 1:
             raise ValueError("max_parallel must be at least 1")
         # Absolute, because target URLs are file:// URIs and commands run in another cwd.
+        self._data_dir = data_dir.absolute()
         root = data_dir.absolute() / "ci"
         self._work_root = root / "work"
         self._log_root = root / "logs"
@@ -323,16 +325,20 @@ class BuiltInRunner:
         _note(log_file, f"exit code {code}")
         return (CommitState.SUCCESS if code == 0 else CommitState.FAILURE), f"exit code {code}"
 
-    @staticmethod
-    def _checkout(repo: Repository, sha: str, checkout: Path, log_file: BinaryIO) -> str | None:
+    def _checkout(
+        self, repo: Repository, sha: str, checkout: Path, log_file: BinaryIO
+    ) -> str | None:
         """Check `sha` out into the empty directory `checkout`; None when done, else why not.
 
-        git's own output goes to the log.
+        A repository on a git server is cloned from keepgreen's mirror of it, where the test
+        commit was built. git's own output goes to the log.
         """
         source = local_path(repo.git_url)
         if source is None:
-            shown = redact_url(repo.git_url)
-            return f"{shown} is not a local repository; the built-in CI clones local ones"
+            source = mirror_path(self._data_dir, str(repo.id))
+            if not (source / "HEAD").is_file():
+                shown = redact_url(repo.git_url)
+                return f"keepgreen has no mirror of {shown} yet, so the built-in CI cannot clone it"
         if sha.startswith("-"):
             return f"{sha!r} is not a commit sha"  # it would be read as an option
         _note(log_file, f"checking out {sha} of {repo.ref}")

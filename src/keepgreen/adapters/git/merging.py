@@ -6,7 +6,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -251,8 +251,21 @@ def build_test_commit(
     return TestCommit(base_sha=base_sha, links=tuple(links))
 
 
-def land(git: Git, landing: Landing) -> LandResult:
-    """Land `landing` by compare-and-swap on its target branch; see MergeHost.land."""
+# Moves `ref` from `old` to `new` and says whether it did: (git, ref, new, old, reason) -> bool.
+Swap = Callable[[Git, str, str, str, str], bool]
+
+
+def local_swap(git: Git, ref: str, new: str, old: str, reason: str) -> bool:
+    """The compare-and-swap of a ref in `git` itself."""
+    return git.update_ref(ref, new, old=old, reason=reason)
+
+
+def land(git: Git, landing: Landing, *, swap: Swap = local_swap) -> LandResult:
+    """Land `landing` by compare-and-swap on its target branch; see MergeHost.land.
+
+    `swap` moves the branch; when it refuses, the branch is read again from `git` (so a
+    remote swap must have brought `git` up to date with the server before answering).
+    """
     ref = f"refs/heads/{landing.target_branch}"
     tip = git.resolve(ref)
     if tip is None:
@@ -277,7 +290,7 @@ def land(git: Git, landing: Landing) -> LandResult:
     if isinstance(made, LandResult):
         return made
     reason = f"keepgreen: land #{landing.link.number} ({landing.method.value})"
-    if git.update_ref(ref, made, old=tip, reason=reason):
+    if swap(git, ref, made, tip, reason):
         return LandResult(made)
     now = git.resolve(ref)
     if now is None:

@@ -86,6 +86,7 @@ class RemoteResult:
 
     stdout: str
     stderr: str
+    returncode: int = 0
 
 
 def run_remote_git(
@@ -95,6 +96,7 @@ def run_remote_git(
     auth: GitAuth,
     timeout: float = REMOTE_TIMEOUT_SECONDS,
     cwd: str = "/",
+    check: bool = True,
 ) -> RemoteResult:
     """Run `git <args>` talking to the server of `url` with `auth`; its output on success.
 
@@ -102,7 +104,8 @@ def run_remote_git(
     git-remote-https, the credential helper) can prompt; at `timeout` the whole group is
     killed. A failure is a CodeHostError: one sentence naming the URL (redacted) and the
     cause, with no secret in it. `cwd` is neutral ground, so the configuration of a
-    repository the caller happens to stand in is not read.
+    repository the caller happens to stand in is not read. With `check` off, a non-zero exit
+    is returned (for the caller to read git's answer) instead of raised; a timeout still raises.
     """
     env = remote_git_environment(url, auth)
     try:
@@ -129,9 +132,9 @@ def run_remote_git(
         raise CodeHostError(
             f"git-url {redact_url(url)} did not answer within {timeout:g} s"
         ) from None
-    if process.returncode != 0:
+    if check and process.returncode != 0:
         raise CodeHostError(failure_sentence(url, auth, stderr))
-    return RemoteResult(stdout, stderr)
+    return RemoteResult(stdout, stderr, process.returncode)
 
 
 def failure_sentence(url: str, auth: GitAuth, stderr: str) -> str:
