@@ -44,13 +44,16 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes] | None = None) ->
 
 
 @contextmanager
-def git_daemon(base: Path) -> Iterator[str]:
-    """`git daemon` exporting every repository under `base`; yields `git://127.0.0.1:PORT`."""
+def git_daemon(base: Path, *, writable: bool = False) -> Iterator[str]:
+    """`git daemon` exporting every repository under `base` (accepting pushes when
+    `writable`); yields `git://127.0.0.1:PORT`.
+    """
     port = free_port()
     process = subprocess.Popen(
         [
             "git",
             "daemon",
+            *(["--enable=receive-pack"] if writable else []),
             "--export-all",
             f"--base-path={base}",
             "--reuseaddr",

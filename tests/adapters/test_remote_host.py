@@ -1,0 +1,293 @@
+"""The remote code host against real git servers on loopback (`git daemon` and smart HTTP with a
+token), every MergeHost method: reads through the mirror, test branches pushed to and deleted
+from the server, landing by compare-and-swap on the server's branch.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from keepgreen.adapters.git.remote_host import RemoteGitHost, mirror_path
+from keepgreen.app.ports import BuildConflict, CodeHostError, Landing, TestCommit
+from keepgreen.core.enums import Mergeability, MergeMethod
+from keepgreen.core.ids import OrgId, RepositoryId
+from keepgreen.core.model import GitAuth, Repository
+from tests.support.gitrepo import GitRepo
+from tests.support.gitservers import git_daemon, http_git_server
+from tests.support.processes import all_command_lines
+from tests.support.wire import REPO
+
+TOKEN = "ghs_RemoteHostTokenNeverShown77"
+USER = "x-access-token"
+
+
+@dataclass
+class Served:
+    """A developer's clone (`work`), the bare repository the server serves, and keepgreen's
+    view of it.
+    """
+
+    work: GitRepo
+    bare: Path
+    repo: Repository
+    host: RemoteGitHost
+
+    def publish(self) -> None:
+        """Push the work clone's main and PR refs straight into the served repository."""
+        self.work.git(
+            "push", "-q", "--force", str(self.bare), "main:main", "refs/pull/*:refs/pull/*"
+        )
+
+    def server(self, *args: str) -> str:
+        result = subprocess.run(
+            ["git", f"--git-dir={self.bare}", *args], capture_output=True, text=True, check=True
+        )
+        return result.stdout.strip()
+
+    def server_tip(self, branch: str) -> str | None:
+        result = subprocess.run(
+            ["git", f"--git-dir={self.bare}", "rev-parse", "--verify", "--quiet", branch],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return result.stdout.strip() or None
+
+    def server_branches(self) -> list[str]:
+        return self.server("for-each-ref", "--format=%(refname:short)", "refs/heads").split()
+
+
+@pytest.fixture(params=["git-daemon", "http-token"])
+def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
+    work = GitRepo(tmp_path / "work")
+    base = tmp_path / "served"
+    base.mkdir()
+    bare = base / "widgets.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    host = RemoteGitHost(data_dir=tmp_path / "data", fetch_interval=0.0, timeout=20)
+    if request.param == "git-daemon":
+        with git_daemon(base, writable=True) as url:
+            repo = _repository(f"{url}/widgets.git", GitAuth())
+            yield Served(work, bare, repo, host)
+    else:
+        token_file = tmp_path / "token"
+        token_file.write_text(TOKEN + "\n")
+        token_file.chmod(0o600)
+        with http_git_server(base, user=USER, password=TOKEN) as server:
+            repo = _repository(f"{server.url}/widgets.git", GitAuth(token_file=str(token_file)))
+            yield Served(work, bare, repo, host)
+            assert any(a is not None for a in server.authorizations)  # the token was sent
+            assert not [line for line in server.processes if TOKEN in line]
+
+
+def _repository(url: str, auth: GitAuth) -> Repository:
+    return Repository(
+        RepositoryId("r1"),
+        OrgId("o"),
+        REPO,
+        url,
+        None,
+        datetime(2026, 1, 1, tzinfo=UTC),
+        auth=auth,
+    )
+
+
+def _landing(
+    served: Served, built: TestCommit, *, expected_tip: str, method: MergeMethod
+) -> Landing:
+    link = built.links[0]
+    return Landing(
+        target_branch="main",
+        expected_tip=expected_tip,
+        method=method,
+        link=link,
+        parent_commit=built.base_sha,
+        parent_tree=served.host.tree_of(served.repo, built.base_sha),
+        exact=True,
+        title="Add a",
+        author="Ada Author",
+        token="token-1",
+    )
+
+
+def test_reads_come_from_the_server_through_the_mirror(served: Served, tmp_path: Path) -> None:
+    head = served.work.open_pr(1, {"a.txt": "a\n"}, title="Add a", author="Grace Hopper")
+    clash = served.work.open_pr(2, {"README.md": "theirs\n"})
+    served.work.commit({"README.md": "ours\n"}, "main moves")
+    served.publish()
+    host, repo = served.host, served.repo
+
+    info = host.pull_request(repo, 1)
+    assert info is not None
+    assert (info.head_sha, info.title, info.author) == (head, "Add a", "Grace Hopper")
+    assert host.pull_request(repo, 9) is None
+    assert host.branch_tip(repo, "main") == served.work.tip("main")
+    assert host.branch_tip(repo, "nope") is None
+    assert host.mergeability(repo, head_sha=head, target_branch="main") is Mergeability.MERGEABLE
+    assert host.mergeability(repo, head_sha=clash, target_branch="main") is (
+        Mergeability.NOT_MERGEABLE
+    )
+    assert host.is_up_to_date(repo, head_sha=served.work.tip("main"), target_branch="main")
+    assert not host.is_up_to_date(repo, head_sha=head, target_branch="main")
+    assert host.tree_of(repo, head) == served.work.tree(head)
+
+    mirror = mirror_path(tmp_path / "data", "r1")
+    assert (mirror / "HEAD").is_file()
+    config = (mirror / "config").read_text()
+    assert repo.git_url not in config  # no remote stored: every call names the URL
+    assert TOKEN not in config
+
+    # A PR ref deleted on the server is gone after the next fetch (pruned).
+    served.server("update-ref", "-d", "refs/pull/1/head")
+    assert host.pull_request(repo, 1) is None
+
+
+def test_a_test_branch_is_pushed_to_the_server_and_deleted_from_it(served: Served) -> None:
+    head = served.work.open_pr(1, {"a.txt": "a\n"})
+    clash_a = served.work.open_pr(2, {"c.txt": "one\n"})
+    clash_b = served.work.open_pr(3, {"c.txt": "two\n"})
+    served.publish()
+    host, repo = served.host, served.repo
+    base = served.work.tip("main")
+    branch = "keepgreen-merge/pr-1/run1"
+
+    built = host.build_test_commit(repo, base_sha=base, prs=[(1, head)], branch=branch)
+    assert isinstance(built, TestCommit)
+    assert served.server_tip(f"refs/heads/{branch}") == built.links[0].commit
+    assert served.server_tip("refs/heads/main") == base  # untouched
+
+    # Building again (another base) replaces the branch on the server.
+    rebuilt = host.build_test_commit(repo, base_sha=base, prs=[(2, clash_a)], branch=branch)
+    assert isinstance(rebuilt, TestCommit)
+    assert served.server_tip(f"refs/heads/{branch}") == rebuilt.links[0].commit
+
+    conflict = host.build_test_commit(
+        repo, base_sha=base, prs=[(2, clash_a), (3, clash_b)], branch="keepgreen-merge/x"
+    )
+    assert conflict == BuildConflict(3)
+    assert "keepgreen-merge/x" not in served.server_branches()
+
+    host.delete_branch(repo, branch)
+    assert branch not in served.server_branches()
+    host.delete_branch(repo, branch)  # already gone: fine
+    assert host.branch_tip(repo, branch) is None
+
+
+def test_landing_moves_the_servers_main_by_compare_and_swap(served: Served) -> None:
+    head = served.work.open_pr(1, {"a.txt": "a\n"})
+    served.publish()
+    host, repo = served.host, served.repo
+    base = served.work.tip("main")
+    built = host.build_test_commit(repo, base_sha=base, prs=[(1, head)], branch="kg/1")
+    assert isinstance(built, TestCommit)
+
+    landed = host.land(repo, _landing(served, built, expected_tip=base, method=MergeMethod.SQUASH))
+    assert landed.problem is None
+    assert landed.new_tip is not None
+    assert served.server_tip("refs/heads/main") == landed.new_tip
+    assert served.server("rev-parse", f"{landed.new_tip}^{{tree}}") == built.links[0].tree
+    assert host.branch_tip(repo, "main") == landed.new_tip
+    # Landing again (a retry after a lost answer) finds it done.
+    again = host.land(repo, _landing(served, built, expected_tip=base, method=MergeMethod.SQUASH))
+    assert again.new_tip == landed.new_tip
+
+
+def test_landing_refuses_when_someone_pushed_to_main_meanwhile(served: Served) -> None:
+    head = served.work.open_pr(1, {"a.txt": "a\n"})
+    served.publish()
+    host, repo = served.host, served.repo
+    base = served.work.tip("main")
+    built = host.build_test_commit(repo, base_sha=base, prs=[(1, head)], branch="kg/1")
+    assert isinstance(built, TestCommit)
+    assert host.branch_tip(repo, "main") == base  # the mirror has seen main at base
+
+    foreign = served.work.commit({"f.txt": "foreign\n"}, "a foreign push")
+    served.publish()
+
+    result = host.land(
+        repo, _landing(served, built, expected_tip=base, method=MergeMethod.MERGE_COMMIT)
+    )
+    assert (result.new_tip, result.problem) == (None, "target_moved")
+    assert served.server_tip("refs/heads/main") == foreign  # never clobbered
+    assert host.branch_tip(repo, "main") == foreign
+
+
+def test_a_push_refused_because_main_moved_on_the_way_is_target_moved(served: Served) -> None:
+    """The server's main moves after the mirror's fetch, while the landing push is in flight
+    (a pre-receive hook moves it): the server refuses the swap, keepgreen reads main again
+    and answers target_moved; the mirror's main follows the server, not the unpushed commit.
+    """
+    head = served.work.open_pr(1, {"a.txt": "a\n"})
+    served.publish()
+    base = served.work.tip("main")
+    foreign = served.work.commit({"f.txt": "foreign\n"}, "a foreign push")
+    served.work.git("push", "-q", str(served.bare), f"{foreign}:refs/keep/foreign")
+    host, repo = served.host, served.repo
+    built = host.build_test_commit(repo, base_sha=base, prs=[(1, head)], branch="kg/1")
+    assert isinstance(built, TestCommit)
+    hook = served.bare / "hooks" / "pre-receive"
+    hook.write_text(
+        "#!/bin/sh\nunset GIT_QUARANTINE_PATH\n"
+        f'git update-ref refs/heads/main {foreign} {base}\nrm -f "$0"\nexit 0\n'
+    )
+    hook.chmod(0o755)
+
+    result = host.land(repo, _landing(served, built, expected_tip=base, method=MergeMethod.SQUASH))
+    assert (result.new_tip, result.problem) == (None, "target_moved")
+    assert not hook.exists()  # the hook ran: main moved during the push
+    assert served.server_tip("refs/heads/main") == foreign
+    assert host.branch_tip(repo, "main") == foreign
+
+
+def test_a_push_the_server_refuses_is_an_error_without_the_token(served: Served) -> None:
+    head = served.work.open_pr(1, {"a.txt": "a\n"})
+    served.publish()
+    base = served.work.tip("main")
+    hook = served.bare / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'refusing everything' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    host, repo = served.host, served.repo
+    with pytest.raises(CodeHostError) as raised:
+        host.build_test_commit(repo, base_sha=base, prs=[(1, head)], branch="kg/1")
+    assert TOKEN not in str(raised.value)
+    hook.unlink()
+    built = host.build_test_commit(repo, base_sha=base, prs=[(1, head)], branch="kg/1")
+    assert isinstance(built, TestCommit)
+    hook.write_text("#!/bin/sh\nexit 1\n")
+    hook.chmod(0o755)
+    with pytest.raises(CodeHostError):
+        host.land(repo, _landing(served, built, expected_tip=base, method=MergeMethod.SQUASH))
+    assert served.server_tip("refs/heads/main") == base
+    assert host.branch_tip(repo, "main") == base  # the mirror did not move either
+    assert not [line for line in all_command_lines() if TOKEN in line]
+
+
+def test_an_unreachable_server_is_a_code_host_error(tmp_path: Path) -> None:
+    host = RemoteGitHost(data_dir=tmp_path / "data", fetch_interval=0.0, timeout=5)
+    repo = _repository("http://127.0.0.1:9/widgets.git", GitAuth())
+    with pytest.raises(CodeHostError, match=r"127\.0\.0\.1:9"):
+        host.branch_tip(repo, "main")
+
+
+def test_reads_within_the_fetch_interval_fetch_once(tmp_path: Path) -> None:
+    work = GitRepo(tmp_path / "work")
+    base = tmp_path / "served"
+    base.mkdir()
+    bare = base / "widgets.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(work.path), str(bare)], check=True)
+    now = [100.0]
+    host = RemoteGitHost(data_dir=tmp_path / "data", fetch_interval=1.0, monotonic=lambda: now[0])
+    with git_daemon(base) as url:
+        repo = _repository(f"{url}/widgets.git", GitAuth())
+        first = host.branch_tip(repo, "main")
+        moved = work.commit({"x": "x\n"}, "moves")
+        work.git("push", "-q", str(bare), "main:main")
+        assert host.branch_tip(repo, "main") == first  # cached: no second fetch yet
+        now[0] += 1.5
+        assert host.branch_tip(repo, "main") == moved
