@@ -388,7 +388,7 @@ def test_a_sha_that_cannot_be_checked_out_is_an_error_with_gits_words_in_the_log
     assert not marker.exists()
 
 
-def test_a_repository_that_is_not_local_is_an_error(
+def test_a_remote_repository_without_a_mirror_yet_is_an_error(
     runner: BuiltInRunner, reporter: RecordingReporter
 ) -> None:
     sha = "a" * 40
@@ -400,7 +400,8 @@ def test_a_repository_that_is_not_local_is_an_error(
     )
     final = reporter.final(sha)
     assert final.state is CommitState.ERROR
-    assert "not a local repository" in (final.description or "")
+    # A remote repository is cloned from keepgreen's mirror, made by the code host's first read.
+    assert "has no mirror of https://example.com/acme/widgets.git" in (final.description or "")
 
 
 def test_a_failure_inside_the_runner_is_logged_and_reported_as_an_error(

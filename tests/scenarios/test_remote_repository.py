@@ -126,7 +126,7 @@ def test_the_builtin_runner_merges_the_good_pr_on_the_server(with_builtin_ci: On
     assert scenario.final() == {1: ("merged", "merged_by_queue"), 2: ("failed", "tests_failed")}
     assert served.main_log() == ["Add a (#1)", "initial commit"]
     assert served.main_files() == {"README.md", "a.txt"}
-    assert served.branches() == ["main"]  # no test branch left on the server
+    scenario.wait_for(lambda: served.branches() == ["main"], seconds=10)  # no test branch left
     assert TOKEN not in str(scenario.get_pr(1)) + str(scenario.get_queue())
     assert not [line for line in all_command_lines() if TOKEN in line]
 
@@ -163,4 +163,38 @@ def test_an_external_ci_reporting_statuses_merges_the_good_pr_on_the_server(
     assert scenario.final() == {1: ("merged", "merged_by_queue"), 2: ("failed", "tests_failed")}
     assert served.main_log() == ["Add a (#1)", "initial commit"]
     assert served.main_files() == {"README.md", "a.txt"}
-    assert served.branches() == ["main"]
+    scenario.wait_for(lambda: served.branches() == ["main"], seconds=10)
+
+
+def test_a_foreign_push_to_the_servers_main_while_testing_is_kept_and_the_pr_retested(
+    with_external_ci: OnServer,
+) -> None:
+    """Someone pushes to the server's main while PR 1's run tests: the run's success does not
+    land it over the foreign commit; PR 1 is tested again on the new tip and then lands on it.
+    """
+    served = with_external_ci
+    scenario = served.scenario
+    scenario.create_queue()
+    scenario.pr(1, {"a.txt": "a\n"}, title="Add a")
+    served.publish()
+    scenario.submit(1)
+    scenario.wait_for(lambda: any(r.sha is not None for r in scenario.open_runs()), seconds=30)
+    first = next(r for r in scenario.open_runs() if r.sha is not None)
+
+    scenario.sync_worktree()
+    foreign = served.work.commit({"f.txt": "foreign\n"}, "a foreign push")
+    served.publish()
+    scenario.set_status(first.sha or "", "success")
+
+    def answer() -> bool:
+        for run in scenario.open_runs():
+            if run.status is TestRunStatus.IN_PROGRESS and run.sha is not None:
+                scenario.set_status(run.sha, "success")
+        return scenario.states() == {1: "merged"}
+
+    scenario.wait_for(answer, seconds=60)
+    assert served.main_log() == ["Add a (#1)", "a foreign push", "initial commit"]
+    assert served.git("rev-parse", "main~1") == foreign
+    assert served.main_files() == {"README.md", "a.txt", "f.txt"}
+    # The test branches go in the passes after the merge (effects of their own).
+    scenario.wait_for(lambda: served.branches() == ["main"], seconds=10)
