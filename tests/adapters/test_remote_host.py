@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from keepgreen.adapters.git.remote_host import RemoteGitHost, mirror_path
+from keepgreen.adapters.git.local_host import LocalGitHost
+from keepgreen.adapters.git.remote_host import CodeHosts, RemoteGitHost, is_remote, mirror_path
 from keepgreen.app.ports import BuildConflict, CodeHostError, Landing, TestCommit
 from keepgreen.core.enums import Mergeability, MergeMethod
 from keepgreen.core.ids import OrgId, RepositoryId
@@ -291,3 +292,30 @@ def test_reads_within_the_fetch_interval_fetch_once(tmp_path: Path) -> None:
         assert host.branch_tip(repo, "main") == first  # cached: no second fetch yet
         now[0] += 1.5
         assert host.branch_tip(repo, "main") == moved
+
+
+@pytest.mark.parametrize(
+    ("url", "remote"),
+    [
+        ("https://git.example.com/acme/widgets.git", True),
+        ("http://127.0.0.1:8080/widgets.git", True),
+        ("git://127.0.0.1/widgets.git", True),
+        ("ssh://git@git.example.com/acme/widgets.git", True),
+        ("git@git.example.com:acme/widgets.git", True),
+        ("/srv/git/widgets.git", False),
+        ("file:///srv/git/widgets.git", False),
+        ("./widgets", False),
+    ],
+)
+def test_the_code_hosts_send_each_url_to_its_host(url: str, remote: bool) -> None:
+    assert is_remote(_repository(url, GitAuth())) is remote
+
+
+def test_the_code_hosts_serve_local_and_remote_repositories_side_by_side(
+    served: Served, tmp_path: Path
+) -> None:
+    local = GitRepo(tmp_path / "local")
+    served.publish()
+    hosts = CodeHosts(local=LocalGitHost(), remote=served.host)
+    assert hosts.branch_tip(_repository(str(local.path), GitAuth()), "main") == local.tip()
+    assert hosts.branch_tip(served.repo, "main") == served.work.tip("main")
