@@ -151,15 +151,25 @@ def code_host() -> MergeHost | None:
 
 
 @pytest.fixture
+def extra_settings() -> dict[str, Any]:
+    """Settings the container gets besides the tests' own; a module may override it."""
+    return {}
+
+
+@pytest.fixture
 def container(
     database_url: str,
     tmp_path: Path,
     clock: FakeClock,
     ci_control: Path,
     code_host: MergeHost | None,
+    extra_settings: dict[str, Any],
 ) -> Iterator[Container]:
     settings = Settings(
-        database_url=database_url, data_dir=tmp_path / "data", ci_readonly_paths=str(ci_control)
+        database_url=database_url,
+        data_dir=tmp_path / "data",
+        ci_readonly_paths=str(ci_control),
+        **extra_settings,
     )
     built = bootstrap(settings, clock=clock, run_migrations=False, code_host=code_host)
     yield built

@@ -16,6 +16,15 @@ OPERATOR_TOKEN = "operator-token-0123456789abcdef"
 OPERATOR = {"authorization": f"Bearer {OPERATOR_TOKEN}"}
 
 
+def operator_settings(tmp_path: Path) -> dict[str, Any]:
+    """KEEPGREEN_METRICS_TOKEN_FILE naming a file that holds OPERATOR_TOKEN: the settings that
+    open GET /metrics (a module's `extra_settings`).
+    """
+    token_file = tmp_path / "metrics.token"
+    token_file.write_text(OPERATOR_TOKEN + "\n")
+    return {"metrics_token_file": token_file}
+
+
 def operator_container(
     database_url: str,
     tmp_path: Path,
@@ -25,13 +34,11 @@ def operator_container(
     code_host: MergeHost | None = None,
 ) -> Container:
     """The tests' container (tests/conftest.py) with KEEPGREEN_METRICS_TOKEN_FILE set."""
-    token_file = tmp_path / "metrics.token"
-    token_file.write_text(OPERATOR_TOKEN + "\n")
     settings = Settings(
         database_url=database_url,
         data_dir=tmp_path / "data",
         ci_readonly_paths=str(ci_control),
-        metrics_token_file=token_file,
+        **operator_settings(tmp_path),
     )
     return bootstrap(settings, clock=clock, run_migrations=False, code_host=code_host)
 

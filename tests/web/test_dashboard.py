@@ -8,16 +8,13 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from keepgreen.bootstrap import Container
-from tests.conftest import FakeClock
-from tests.support.telemetry import operator_container, scrape
+from tests.support.telemetry import operator_settings, scrape
 from tests.support.wire import Api
 from tests.web.test_metrics_lint import PROMTOOL, promtool_problems
 
@@ -31,12 +28,9 @@ VARIABLES = {"$__rate_interval": "5m", "$mq_job": ".*", "$job": ".*", "$repo": "
 
 
 @pytest.fixture
-def container(
-    database_url: str, tmp_path: Path, clock: FakeClock, ci_control: Path
-) -> Iterator[Container]:
-    built = operator_container(database_url, tmp_path, clock, ci_control)
-    yield built
-    built.close()
+def extra_settings(tmp_path: Path) -> dict[str, Any]:
+    """The container's settings open GET /metrics with the operator's token."""
+    return operator_settings(tmp_path)
 
 
 def dashboard() -> dict[str, Any]:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -20,7 +20,7 @@ from keepgreen.core.model import RepoRef
 from tests.conftest import FakeClock
 from tests.support.gitrepo import GitRepo
 from tests.support.scenario import Scenario
-from tests.support.telemetry import JUNIT, operator_container, post_junit, scrape
+from tests.support.telemetry import JUNIT, operator_settings, post_junit, scrape
 from tests.support.wire import Api, repo_json
 
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
@@ -55,12 +55,9 @@ def promtool_problems(text: str) -> set[str]:
 
 
 @pytest.fixture
-def container(
-    database_url: str, tmp_path: Path, clock: FakeClock, ci_control: Path
-) -> Iterator[Container]:
-    built = operator_container(database_url, tmp_path, clock, ci_control)
-    yield built
-    built.close()
+def extra_settings(tmp_path: Path) -> dict[str, Any]:
+    """The container's settings open GET /metrics with the operator's token."""
+    return operator_settings(tmp_path)
 
 
 @pytest.fixture

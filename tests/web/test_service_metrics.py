@@ -5,9 +5,10 @@ middleware: request ids, the access log, and the keepgreen_* counters that real 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -28,6 +29,7 @@ from tests.support.telemetry import (
     OPERATOR,
     OPERATOR_TOKEN,
     operator_container,
+    operator_settings,
     post_junit,
     sample,
     scrape,
@@ -39,12 +41,9 @@ GET_MQ_METRICS = "/v1/getMergeQueueMetrics"
 
 
 @pytest.fixture
-def container(
-    database_url: str, tmp_path: Path, clock: FakeClock, ci_control: Path
-) -> Iterator[Container]:
-    built = operator_container(database_url, tmp_path, clock, ci_control)
-    yield built
-    built.close()
+def extra_settings(tmp_path: Path) -> dict[str, Any]:
+    """The container's settings open GET /metrics with the operator's token."""
+    return operator_settings(tmp_path)
 
 
 @pytest.fixture
