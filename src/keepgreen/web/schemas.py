@@ -141,7 +141,15 @@ class SetImpactedTargetsRequest(QueueRequest):
         WithJsonSchema(
             {
                 "anyOf": [
-                    {"type": "array", "items": {"type": "string"}},
+                    # Each target as TargetName states it: the NUL rule is the server's too.
+                    {
+                        "type": "array",
+                        "items": {
+                            "type": "string",
+                            "maxLength": MAX_TEXT_LENGTH,
+                            "pattern": _NO_NUL,
+                        },
+                    },
                     {"type": "string", "enum": ["ALL", "IMPACTS_ALL"]},
                 ]
             }
