@@ -42,6 +42,8 @@ class RepoRef:
         return f"{self.host}/{self.owner}/{self.name}"
 
 
+DEFAULT_PR_REFSPEC = "refs/pull/{number}/head"  # GitHub, Gitea; GitLab: refs/merge-requests/…
+DEFAULT_TEST_BRANCH_PREFIX = "keepgreen-merge"
 DEFAULT_GIT_USERNAME = "x-access-token"  # what GitHub and most forges take with a token
 
 
@@ -78,6 +80,10 @@ class Repository:
     # Variables of keepgreen's environment the built-in CI command gets (never KEEPGREEN_*).
     ci_env: tuple[str, ...] = ()
     auth: GitAuth = NO_AUTH
+    # The ref of pull request N on the git server (`{number}` stands for N), and the prefix of
+    # the test branches keepgreen pushes there.
+    pr_refspec: str = DEFAULT_PR_REFSPEC
+    test_branch_prefix: str = DEFAULT_TEST_BRANCH_PREFIX
 
 
 @dataclass(frozen=True, slots=True)

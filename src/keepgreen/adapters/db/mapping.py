@@ -23,6 +23,8 @@ from keepgreen.core.enums import (
 )
 from keepgreen.core.ids import OrgId, PullRequestId, QueueId, RepositoryId, TestRunId
 from keepgreen.core.model import (
+    DEFAULT_PR_REFSPEC,
+    DEFAULT_TEST_BRANCH_PREFIX,
     CommitStatus,
     GitAuth,
     ImpactedTargets,
@@ -52,6 +54,8 @@ def repository_from_row(row: RepositoryRow) -> Repository:
             ssh_key_file=row.ssh_key_file,
             ssh_known_hosts=row.ssh_known_hosts,
         ),
+        pr_refspec=row.pr_refspec or DEFAULT_PR_REFSPEC,
+        test_branch_prefix=row.test_branch_prefix or DEFAULT_TEST_BRANCH_PREFIX,
     )
 
 
@@ -69,6 +73,13 @@ def write_repository(row: RepositoryRow, repository: Repository) -> None:
     row.git_username = repository.auth.username
     row.ssh_key_file = repository.auth.ssh_key_file
     row.ssh_known_hosts = repository.auth.ssh_known_hosts
+    # The defaults are stored as NULL, so a later change of default reaches those rows.
+    row.pr_refspec = _unless(repository.pr_refspec, DEFAULT_PR_REFSPEC)
+    row.test_branch_prefix = _unless(repository.test_branch_prefix, DEFAULT_TEST_BRANCH_PREFIX)
+
+
+def _unless(value: str, default: str) -> str | None:
+    return None if value == default else value
 
 
 def queue_from_row(row: QueueRow) -> Queue:

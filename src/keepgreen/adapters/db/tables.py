@@ -84,6 +84,9 @@ class RepositoryRow(Base):
     git_token_file: Mapped[str | None] = mapped_column(Text)
     ssh_key_file: Mapped[str | None] = mapped_column(Text)
     ssh_known_hosts: Mapped[str | None] = mapped_column(Text)
+    # The ref of PR N (`{number}` in it) and the prefix of test branches; NULL: the defaults.
+    pr_refspec: Mapped[str | None] = mapped_column(Text)
+    test_branch_prefix: Mapped[str | None] = mapped_column(Text)
 
 
 class QueueRow(Base):
@@ -136,6 +139,27 @@ class QueueLeaseRow(Base):
     )
     holder: Mapped[str] = mapped_column(NAME)
     expires_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class QueueIncidentRow(Base):
+    """A fault of a queue's code host (or of one PR's ref there), open until `ended_at`.
+
+    Written by the worker beside the engine's state: a fault is what kept the queue from
+    acting, not a decision of the queue. `pr_number` is set when the fault concerns one PR.
+    """
+
+    __tablename__ = "queue_incidents"
+    __table_args__ = (Index("ix_queue_incidents_queue_id_ended_at", "queue_id", "ended_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    queue_id: Mapped[str] = mapped_column(ID, ForeignKey("queues.id", ondelete="CASCADE"))
+    pr_number: Mapped[int | None] = mapped_column(BigInteger)
+    kind: Mapped[str] = mapped_column(STATE)
+    message: Mapped[str] = mapped_column(Text)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    last_failure_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    failures: Mapped[int] = mapped_column(Integer)
 
 
 class QueueEntryRow(Base):
