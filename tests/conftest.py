@@ -169,7 +169,9 @@ def container(
         database_url=database_url,
         data_dir=tmp_path / "data",
         ci_readonly_paths=str(ci_control),
-        **extra_settings,
+        # Passes in tests follow each other at once: a failing git server is tried again at
+        # each (the backoff has tests of its own).
+        **{"git_retry_max_seconds": 0.0, **extra_settings},
     )
     built = bootstrap(settings, clock=clock, run_migrations=False, code_host=code_host)
     yield built

@@ -179,6 +179,7 @@ def bootstrap(
             heartbeat_seconds=settings.worker_heartbeat_seconds,
             poll_seconds=settings.worker_poll_seconds,
             chore_seconds=settings.flaky_sweep_seconds,
+            git_retry_max_seconds=settings.git_retry_max_seconds,
             host=socket.gethostname(),
             pid=os.getpid(),
         ),

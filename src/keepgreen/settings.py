@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     # worker_heartbeat_seconds): how long a dead worker's queues and CI runs wait for another.
     worker_lease_seconds: float = 5.0
     worker_heartbeat_seconds: float = 1.0
+    # A queue whose git server fails is tried again after 1, 2, 4, ... seconds, at most this
+    # many (0: at every pass); the worker goes on with the other queues meanwhile.
+    git_retry_max_seconds: Annotated[float, Field(ge=0, le=3600)] = 30.0
     # Where people reach this keepgreen: the base of the `html_url`s the flaky-test API gives.
     # Unset, each answer uses the scheme, host and port its request came to (set it behind a
     # proxy that rewrites the Host header).

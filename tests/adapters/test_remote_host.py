@@ -260,10 +260,18 @@ def test_a_push_the_server_refuses_is_an_error_without_the_token(served: Served)
     hook.unlink()
     built = host.build_test_commit(repo, base_sha=base, prs=[(1, head)], branch="kg/1")
     assert isinstance(built, TestCommit)
-    hook.write_text("#!/bin/sh\nexit 1\n")
+    # A hook that echoes what it was given: the token (over http) must not come back out.
+    said = TOKEN if repo.auth.token_file is not None else "nothing secret"
+    hook.write_text(f"#!/bin/sh\necho 'main is frozen; {said}' >&2\nexit 1\n")
     hook.chmod(0o755)
-    with pytest.raises(CodeHostError):
-        host.land(repo, _landing(served, built, expected_tip=base, method=MergeMethod.SQUASH))
+    result = host.land(repo, _landing(served, built, expected_tip=base, method=MergeMethod.SQUASH))
+    # The server's own refusal (not the lease): a problem of its own, with what the server said.
+    assert (result.new_tip, result.problem) == (None, "push_rejected")
+    assert result.detail is not None
+    assert "refs/heads/main" in result.detail
+    assert "pre-receive hook declined" in result.detail
+    assert "main is frozen" in result.detail
+    assert TOKEN not in result.detail
     assert served.server_tip("refs/heads/main") == base
     assert host.branch_tip(repo, "main") == base  # the mirror did not move either
     assert not [line for line in all_command_lines() if TOKEN in line]

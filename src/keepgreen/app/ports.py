@@ -12,13 +12,21 @@ from types import TracebackType
 from typing import Protocol, Self
 
 from keepgreen.app.flaky.store import FlakyListings, FlakyStore
-from keepgreen.core.enums import CommitState, Mergeability, MergeMethod, PrState, TestRunKind
+from keepgreen.core.enums import (
+    CommitState,
+    IncidentKind,
+    Mergeability,
+    MergeMethod,
+    PrState,
+    TestRunKind,
+)
 from keepgreen.core.ids import OrgId, PullRequestId, QueueId, RepositoryId, TestRunId
 from keepgreen.core.model import (
     ChainLink,
     CommitStatus,
     GitAuth,
     ImpactedTargets,
+    Incident,
     Org,
     PullRequestInfo,
     Queue,
@@ -44,13 +52,22 @@ class IdFactory(Protocol):
 
 
 class CodeHostError(Exception):
-    """The code host could not answer (repository missing or unreadable)."""
+    """The code host could not answer (repository missing or unreadable); `kind` says what
+    went wrong, for the queue's incident history and the metrics.
+    """
+
+    def __init__(self, message: str, *, kind: IncidentKind = IncidentKind.GIT_ERROR) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class CredentialFileError(CodeHostError):
     """A file named as a repository's credentials is missing, unreadable or unusable; the
     sentence names the option (`git-token-file ...`) and never the file's content.
     """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind=IncidentKind.CREDENTIAL_FILE)
 
 
 class CodeHost(Protocol):
@@ -115,11 +132,13 @@ class Landing:
 @dataclass(frozen=True, slots=True)
 class LandResult:
     """`new_tip` when the branch moved (or had already moved for this token); `problem` else:
-    `target_moved` (the branch is not at `expected_tip`), `conflict`, `tree_mismatch`.
+    `target_moved` (the branch is not at `expected_tip`), `conflict`, `tree_mismatch`, or
+    `push_rejected` (the git server refused the push; `detail` says what it answered).
     """
 
     new_tip: str | None
     problem: str | None = None
+    detail: str | None = None
 
 
 class MergeHost(CodeHost, Protocol):
@@ -327,6 +346,44 @@ class HistoryRepository(Protocol):
         ...
 
 
+class IncidentRepository(Protocol):
+    """The history of faults of each queue's git server (see `Incident`)."""
+
+    def record(
+        self,
+        queue_id: QueueId,
+        kind: IncidentKind,
+        message: str,
+        *,
+        now: datetime,
+        pr_number: int | None = None,
+    ) -> Incident:
+        """Count a failure: the open incident of the same queue, kind and PR gets it (with the
+        latest message), or a new one opens. The answer is the incident as it now stands.
+        """
+        ...
+
+    def close(
+        self,
+        queue_id: QueueId,
+        *,
+        now: datetime,
+        kinds: Collection[IncidentKind],
+        pr_number: int | None = None,
+    ) -> Sequence[Incident]:
+        """End the open incidents of `kinds` (of one PR, or of the queue when None); the ones
+        ended, as they now stand.
+        """
+        ...
+
+    def list_open(self, queue_ids: Sequence[QueueId]) -> Sequence[Incident]: ...
+    def recent(
+        self, queue_id: QueueId, *, limit: int, since: datetime | None = None
+    ) -> Sequence[Incident]:
+        """Open incidents and those ended at or after `since` (all when None), newest first."""
+        ...
+
+
 class TestRunRepository(Protocol):
     def add(self, run: TestRun) -> None: ...
     def save(self, run: TestRun) -> None: ...
@@ -412,6 +469,8 @@ class UnitOfWork(Protocol):
     def history(self) -> HistoryRepository: ...
     @property
     def test_runs(self) -> TestRunRepository: ...
+    @property
+    def incidents(self) -> IncidentRepository: ...
     @property
     def statuses(self) -> CommitStatusRepository: ...
     @property

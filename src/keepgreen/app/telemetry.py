@@ -31,7 +31,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_late
 from prometheus_client.registry import Collector
 
 from keepgreen import __version__
-from keepgreen.core.enums import PrState, StateReason, TestRunKind, TestRunStatus
+from keepgreen.core.enums import IncidentKind, PrState, StateReason, TestRunKind, TestRunStatus
 from keepgreen.core.model import StateChange, TestRun
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
@@ -193,6 +193,20 @@ class Telemetry:
             registry=registry,
         )
 
+        self._host_failures = Counter(
+            "keepgreen_git_host_failures",
+            "Failures of a queue's git server met by the worker (a pass that could not read it,"
+            " an effect it refused), by kind of incident",
+            ["kind"],
+            registry=registry,
+        )
+        self._queues_waiting = Gauge(
+            "keepgreen_queues_waiting_on_git_host",
+            "Queues held by this worker that wait on their git server (unreachable, refusing"
+            " keepgreen's credentials, or without the queue's branch)",
+            registry=registry,
+        )
+
         # -- the HTTP API ---------------------------------------------------------------------
         self._requests = Counter(
             "keepgreen_http_requests",
@@ -256,6 +270,8 @@ class Telemetry:
                 self._effects.labels(effect, outcome)
         for outcome in ("ok", "error"):
             self._passes.labels(outcome)
+        for incident in IncidentKind:
+            self._host_failures.labels(incident.value)
         for change in ("acquired", "lost", "released"):
             self._leases.labels(change)
         for stored in ("stored", "refused"):
@@ -298,6 +314,12 @@ class Telemetry:
 
     def effect_retried(self, kind: str) -> None:
         self._effect_retries.labels(kind).inc()
+
+    def git_host_failed(self, kind: IncidentKind) -> None:
+        self._host_failures.labels(kind.value).inc()
+
+    def queues_waiting_on_git_host(self, count: int) -> None:
+        self._queues_waiting.set(count)
 
     def worker_pass(self, seconds: float, *, ok: bool) -> None:
         self._passes.labels("ok" if ok else "error").inc()

@@ -30,7 +30,7 @@ import structlog
 
 from keepgreen.app.engine import QueueEngine, live_entries
 from keepgreen.app.errors import KeepgreenError
-from keepgreen.app.outages import Notice, Outages
+from keepgreen.app.incidents import HostIncidents
 from keepgreen.app.ports import (
     BuildConflict,
     CiRunner,
@@ -43,6 +43,7 @@ from keepgreen.app.ports import (
 from keepgreen.app.queue_log import queue_name
 from keepgreen.app.telemetry import Telemetry
 from keepgreen.core.enums import PrState, TestRunStatus
+from keepgreen.core.git_urls import redact_url
 from keepgreen.core.ids import QueueId
 from keepgreen.core.model import Queue, QueueEntry, Repository
 from keepgreen.core.scheduler import (
@@ -84,6 +85,8 @@ class WorkerSettings:
     heartbeat_seconds: float = 1.0  # between renewals of the leases held, and liveness beats
     poll_seconds: float = 1.0
     chore_seconds: float = 60.0  # between runs of the periodic chores (flaky-test sweep)
+    # A queue whose git server failed waits 1, 2, 4, ... seconds, at most this, to be tried.
+    git_retry_max_seconds: float = 30.0
     host: str = ""  # where this worker runs, for operators reading the `workers` table
     pid: int = 0
 
@@ -123,7 +126,12 @@ class Worker:
         # For log lines: each queue's name once a pass has read it, and the git hosts that
         # cannot be read (told once, then reminded with backoff) and the effects retried.
         self._names: dict[QueueId, str] = {}
-        self._outages = Outages(now=time.monotonic)
+        self._incidents = HostIncidents(
+            uow,
+            clock=clock,
+            telemetry=self._telemetry,
+            max_backoff=settings.git_retry_max_seconds,
+        )
         self._attempts: dict[int, int] = {}
 
     # -- the loop ---------------------------------------------------------------------------
@@ -276,9 +284,11 @@ class Worker:
             else:
                 self._held.discard(queue_id)
         if taken and not was_held:
+            self._incidents.adopt(queue_id)
             self._telemetry.lease("acquired")
             log.info("lease taken", queue=self._name(queue_id), holder=self._settings.holder)
         elif was_held and not taken:
+            self._incidents.forget(queue_id)
             self._telemetry.lease("lost")
             log.warning("lease lost", queue=self._name(queue_id), holder=self._settings.holder)
         return taken
@@ -297,34 +307,45 @@ class Worker:
             repository = uow.repositories.get(queue.repository_id)
             entries = live_entries(uow, queue_id)
         name = self._names[queue_id] = queue_name(repository, queue.branch)
+        if not self._incidents.may_try(queue_id):
+            return  # its git server failed a moment ago: the queue waits out its backoff
         try:
-            observations = self._observe(repository, queue, entries)
+            tip = self._host.branch_tip(repository, queue.branch)
+            if tip is None and queue.target_sha is not None:
+                # The branch was deleted on the server: nothing may be tested or landed on
+                # it; the queue waits (runs keep their results) until it is back.
+                self._incidents.read_succeeded(queue_id, name)
+                self._incidents.branch_missing(
+                    queue_id, name, queue.branch, redact_url(repository.git_url)
+                )
+                return
+            rewound = self._rewound(repository, queue, tip)
+            observations = self._observe(repository, queue, entries, tip)
         except CodeHostError as error:
-            self._tell_outage(name, error)
+            self._incidents.read_failed(queue_id, name, error)
             return
-        if self._outages.failures(name):
-            down = self._outages.seconds_down(name)
-            self._outages.succeeded(name)
-            log.info("git host reachable again", queue=name, seconds_down=round(down))
+        self._incidents.read_succeeded(queue_id, name)
+        self._incidents.branch_present(queue_id, name)
+        if rewound and tip is not None and queue.target_sha is not None:
+            self._incidents.branch_rewound(
+                queue_id, name, branch=queue.branch, old=queue.target_sha, new=tip
+            )
         observations += self._lost_runs(queue_id, repository)
         for event in (*observations, Tick()):
             if not self._feed(queue_id, event):
                 return  # the lease was lost; `_feed` said so
         self._carry_out_outbox(queue_id, repository)
 
-    def _tell_outage(self, name: str, error: CodeHostError) -> None:
-        """A queue's git host cannot be read: say so once, then remind with backoff."""
-        notice = self._outages.failed(name)
-        if notice is Notice.STARTED:
-            log.warning("git host unreachable; the queue waits", queue=name, error=str(error))
-        elif notice is Notice.REMINDER:
-            log.warning(
-                "git host still unreachable; the queue waits",
-                queue=name,
-                error=str(error),
-                seconds_down=round(self._outages.seconds_down(name)),
-                failed_passes=self._outages.failures(name),
+    def _rewound(self, repository: Repository, queue: Queue, tip: str | None) -> bool:
+        """Whether the branch moved back to an ancestor of the tip the queue last saw."""
+        if tip is None or queue.target_sha is None or tip == queue.target_sha:
+            return False
+        try:
+            return self._host.is_up_to_date(
+                repository, head_sha=queue.target_sha, target_branch=queue.branch
             )
+        except CodeHostError:
+            return False  # the old tip is gone from the mirror: it moved, that is all we know
 
     def _lost_runs(self, queue_id: QueueId, repository: Repository) -> list[Event]:
         """`CiLost` for each built-in CI run whose command no longer runs anywhere: started by
@@ -358,10 +379,13 @@ class Worker:
         return lost
 
     def _observe(
-        self, repository: Repository, queue: Queue, entries: tuple[QueueEntry, ...]
+        self,
+        repository: Repository,
+        queue: Queue,
+        entries: tuple[QueueEntry, ...],
+        tip: str | None,
     ) -> list[Event]:
         events: list[Event] = []
-        tip = self._host.branch_tip(repository, queue.branch)
         if tip is not None and tip != queue.target_sha:
             events.append(TargetBranchMoved(tip))
         for entry in entries:
@@ -432,23 +456,13 @@ class Worker:
             if effect_id in self._attempts:
                 self._telemetry.effect_retried(kind)
             try:
-                result = self._carry_out(repository, effect)
+                result = self._carry_out(queue_id, repository, effect)
             except (CodeHostError, KeepgreenError, OSError) as error:
-                # Left in the outbox: the next pass tries again.
-                self._telemetry.effect(kind, ok=False)
-                if len(self._attempts) >= _MAX_REMEMBERED_FAILURES:
-                    self._attempts.clear()  # effects another worker finished meanwhile
-                attempt = self._attempts[effect_id] = self._attempts.get(effect_id, 0) + 1
-                log.warning(
-                    "effect failed; retried next pass",
-                    queue=self._name(queue_id),
-                    effect=kind,
-                    attempt=attempt,
-                    error=str(error),
-                    exc_info=not isinstance(error, CodeHostError),
-                )
+                if self._effect_failed(queue_id, effect_id, effect, error):
+                    return  # the queue waits out its backoff before trying the server again
                 continue
             self._telemetry.effect(kind, ok=True)
+            self._incidents.effect_succeeded(queue_id)
             if self._attempts.pop(effect_id, 0):
                 log.info("effect succeeded after retries", queue=self._name(queue_id), effect=kind)
             if result is None:
@@ -460,7 +474,31 @@ class Worker:
             elif not self._feed(queue_id, result, done=effect_id):
                 return  # the lease was lost; `_feed` said so
 
-    def _carry_out(self, repository: Repository, effect: Effect) -> Event | None:
+    def _effect_failed(
+        self, queue_id: QueueId, effect_id: int, effect: Effect, error: Exception
+    ) -> bool:
+        """Count and tell a failed effect, left in the outbox for the next pass to try again;
+        True when the git server failed it (then the queue backs off).
+        """
+        kind = type(effect).__name__
+        self._telemetry.effect(kind, ok=False)
+        if isinstance(error, CodeHostError):
+            number = effect.number if isinstance(effect, Land) else None
+            self._incidents.effect_failed(queue_id, error, pr_number=number)
+        if len(self._attempts) >= _MAX_REMEMBERED_FAILURES:
+            self._attempts.clear()  # effects another worker finished meanwhile
+        attempt = self._attempts[effect_id] = self._attempts.get(effect_id, 0) + 1
+        log.warning(
+            "effect failed; retried next pass",
+            queue=self._name(queue_id),
+            effect=kind,
+            attempt=attempt,
+            error=str(error),
+            exc_info=not isinstance(error, CodeHostError),
+        )
+        return isinstance(error, CodeHostError)
+
+    def _carry_out(self, queue_id: QueueId, repository: Repository, effect: Effect) -> Event | None:
         """Do one effect through the ports; the event that answers it, if any."""
         match effect:
             case BuildTestCommit():
@@ -494,11 +532,11 @@ class Worker:
                     self._runner.cancel(effect.run_id)
                 return None
             case Land():
-                return self._land(repository, effect)
+                return self._land(queue_id, repository, effect)
             case _:
                 assert_never(effect)
 
-    def _land(self, repository: Repository, effect: Land) -> Event:
+    def _land(self, queue_id: QueueId, repository: Repository, effect: Land) -> Event:
         link = effect.link
         if not link.tree:
             link = replace(link, tree=self._host.tree_of(repository, link.commit))
@@ -521,6 +559,10 @@ class Worker:
         if result.new_tip is not None:
             return Landed(effect.number, result.new_tip)
         problem = result.problem or "target_moved"
+        if problem == "push_rejected":
+            self._incidents.landing_rejected(
+                queue_id, number=effect.number, detail=result.detail or problem
+            )
         tip = None
         if problem == "target_moved":
             tip = self._host.branch_tip(repository, effect.target_branch)

@@ -144,3 +144,35 @@ class StateReason(StrEnum):
     MERGED_DIRECTLY = "merged_directly"  # up to date, queue empty, own checks green
     MERGE_REFUSED = "merge_refused"  # the tested change no longer applies to the branch
     CI_LOST = "ci_lost"  # the built-in CI's worker died mid-run; the run started again
+    PUSH_REJECTED = "push_rejected"  # the git server refused the landing push (a hook, a rule)
+
+
+class IncidentKind(StrEnum):
+    """What went wrong with a queue's git server; stored in the queue's incident history."""
+
+    UNREACHABLE = "unreachable"  # nothing answers, or the name does not resolve
+    TIMEOUT = "timeout"  # a git call did not finish in time
+    CREDENTIALS_REFUSED = "credentials_refused"  # the server said no to keepgreen's credentials
+    CREDENTIAL_FILE = "credential_file"  # the token or key file cannot be used
+    HOST_KEY_UNKNOWN = "host_key_unknown"  # the SSH host key is not in the known hosts
+    TLS_UNTRUSTED = "tls_untrusted"  # the server's TLS certificate is not trusted
+    REPOSITORY_MISSING = "repository_missing"  # no repository at the URL (or not exported)
+    PUSH_REJECTED = "push_rejected"  # a push was refused by the server (a hook, a rule)
+    TARGET_BRANCH_MISSING = "target_branch_missing"  # the queue's branch is not on the server
+    TARGET_BRANCH_REWOUND = "target_branch_rewound"  # the branch was force-pushed backwards
+    GIT_ERROR = "git_error"  # any other failure of a git call
+
+
+# The incidents that are about reaching the server at all: they end when a pass reads it again.
+SERVER_INCIDENTS = frozenset(
+    {
+        IncidentKind.UNREACHABLE,
+        IncidentKind.TIMEOUT,
+        IncidentKind.CREDENTIALS_REFUSED,
+        IncidentKind.CREDENTIAL_FILE,
+        IncidentKind.HOST_KEY_UNKNOWN,
+        IncidentKind.TLS_UNTRUSTED,
+        IncidentKind.REPOSITORY_MISSING,
+        IncidentKind.GIT_ERROR,
+    }
+)

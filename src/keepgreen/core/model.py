@@ -11,6 +11,7 @@ from datetime import datetime
 from keepgreen.core.enums import (
     CommitState,
     DirectMergeMode,
+    IncidentKind,
     Mergeability,
     MergeMethod,
     OptimizationMode,
@@ -289,11 +290,33 @@ class ImpactedTargets:
 
 
 @dataclass(frozen=True, slots=True)
+class Incident:
+    """A fault of a queue's git server, or of one PR's ref there: open while `ended_at` is
+    None. A fault that repeats pass after pass is one incident with a count, not many.
+    """
+
+    id: int
+    queue_id: QueueId
+    kind: IncidentKind
+    message: str
+    started_at: datetime
+    last_failure_at: datetime
+    failures: int
+    pr_number: int | None = None
+    ended_at: datetime | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self.ended_at is None
+
+
+@dataclass(frozen=True, slots=True)
 class QueueSnapshot:
-    """A queue with its live entries, in queue order."""
+    """A queue with its live entries, in queue order, and its recent incidents (newest first)."""
 
     queue: Queue
     entries: tuple[QueueEntry, ...] = field(default=())
+    incidents: tuple[Incident, ...] = field(default=())
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ from keepgreen.adapters.db.tables import (
     CommitStatusRow,
     ImpactedTargetsRow,
     QueueEntryRow,
+    QueueIncidentRow,
     QueueRow,
     RepositoryRow,
     StateChangeRow,
@@ -13,6 +14,7 @@ from keepgreen.adapters.db.tables import (
 from keepgreen.core.enums import (
     CommitState,
     DirectMergeMode,
+    IncidentKind,
     Mergeability,
     MergeMethod,
     OptimizationMode,
@@ -28,6 +30,7 @@ from keepgreen.core.model import (
     CommitStatus,
     GitAuth,
     ImpactedTargets,
+    Incident,
     Queue,
     QueueConfig,
     QueueEntry,
@@ -237,4 +240,18 @@ def impacted_targets_from_row(row: ImpactedTargetsRow) -> ImpactedTargets:
         head_sha=row.head_sha,
         targets=None if targets is None else tuple(str(t) for t in targets),
         uploaded_at=row.uploaded_at,
+    )
+
+
+def incident_from_row(row: QueueIncidentRow) -> Incident:
+    return Incident(
+        id=row.id,
+        queue_id=QueueId(row.queue_id),
+        kind=IncidentKind(row.kind),
+        message=row.message,
+        started_at=row.started_at,
+        last_failure_at=row.last_failure_at,
+        failures=row.failures,
+        pr_number=row.pr_number,
+        ended_at=row.ended_at,
     )

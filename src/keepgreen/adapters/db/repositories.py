@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import Select, delete, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -15,6 +15,7 @@ from keepgreen.adapters.db.mapping import (
     commit_status_from_row,
     entry_from_row,
     impacted_targets_from_row,
+    incident_from_row,
     queue_from_row,
     repository_from_row,
     state_change_from_row,
@@ -32,6 +33,7 @@ from keepgreen.adapters.db.tables import (
     OrgRow,
     QueueEffectRow,
     QueueEntryRow,
+    QueueIncidentRow,
     QueueLeaseRow,
     QueueRow,
     RepositoryRow,
@@ -48,12 +50,20 @@ from keepgreen.adapters.db.tables import (
     WorkerRow,
 )
 from keepgreen.app.ports import EntryPage, IdFactory, StoredToken
-from keepgreen.core.enums import CommitState, PrState, StateReason, TestRunKind, TestRunStatus
+from keepgreen.core.enums import (
+    CommitState,
+    IncidentKind,
+    PrState,
+    StateReason,
+    TestRunKind,
+    TestRunStatus,
+)
 from keepgreen.core.ids import OrgId, PullRequestId, QueueId, RepositoryId, TestRunId
 from keepgreen.core.model import (
     ChainLink,
     CommitStatus,
     ImpactedTargets,
+    Incident,
     Org,
     Queue,
     QueueEntry,
@@ -454,6 +464,94 @@ class SqlHistory:
             .order_by(StateChangeRow.at, StateChangeRow.id)
         )
         return [state_change_from_row(row) for row in rows]
+
+
+class SqlIncidents:
+    """The incident history of each queue. Written by the worker holding the queue's lease
+    only, so finding the open incident and then changing it needs no lock of its own.
+    """
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def record(
+        self,
+        queue_id: QueueId,
+        kind: IncidentKind,
+        message: str,
+        *,
+        now: datetime,
+        pr_number: int | None = None,
+    ) -> Incident:
+        row = self._session.scalars(
+            self._open(queue_id, [kind], pr_number).order_by(QueueIncidentRow.id.desc()).limit(1)
+        ).first()
+        if row is None:
+            row = QueueIncidentRow(
+                queue_id=queue_id,
+                pr_number=pr_number,
+                kind=kind.value,
+                message=message,
+                started_at=now,
+                last_failure_at=now,
+                failures=1,
+            )
+            self._session.add(row)
+        else:
+            row.message = message
+            row.last_failure_at = now
+            row.failures += 1
+        self._session.flush()
+        return incident_from_row(row)
+
+    def close(
+        self,
+        queue_id: QueueId,
+        *,
+        now: datetime,
+        kinds: Collection[IncidentKind],
+        pr_number: int | None = None,
+    ) -> Sequence[Incident]:
+        rows = list(self._session.scalars(self._open(queue_id, kinds, pr_number)))
+        for row in rows:
+            row.ended_at = now
+        return [incident_from_row(row) for row in rows]
+
+    def list_open(self, queue_ids: Sequence[QueueId]) -> Sequence[Incident]:
+        if not queue_ids:
+            return []
+        rows = self._session.scalars(
+            select(QueueIncidentRow)
+            .where(QueueIncidentRow.queue_id.in_(queue_ids), QueueIncidentRow.ended_at.is_(None))
+            .order_by(QueueIncidentRow.id)
+        )
+        return [incident_from_row(row) for row in rows]
+
+    def recent(
+        self, queue_id: QueueId, *, limit: int, since: datetime | None = None
+    ) -> Sequence[Incident]:
+        query = select(QueueIncidentRow).where(QueueIncidentRow.queue_id == queue_id)
+        if since is not None:
+            query = query.where(
+                or_(QueueIncidentRow.ended_at.is_(None), QueueIncidentRow.ended_at >= since)
+            )
+        rows = self._session.scalars(query.order_by(QueueIncidentRow.id.desc()).limit(limit))
+        return [incident_from_row(row) for row in rows]
+
+    def _open(
+        self, queue_id: QueueId, kinds: Collection[IncidentKind], pr_number: int | None
+    ) -> Select[QueueIncidentRow]:
+        number = (
+            QueueIncidentRow.pr_number.is_(None)
+            if pr_number is None
+            else QueueIncidentRow.pr_number == pr_number
+        )
+        return select(QueueIncidentRow).where(
+            QueueIncidentRow.queue_id == queue_id,
+            QueueIncidentRow.ended_at.is_(None),
+            QueueIncidentRow.kind.in_([kind.value for kind in kinds]),
+            number,
+        )
 
 
 class SqlTestRuns:

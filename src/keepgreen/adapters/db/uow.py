@@ -18,6 +18,7 @@ from keepgreen.adapters.db.repositories import (
     SqlEntries,
     SqlHistory,
     SqlImpactedTargets,
+    SqlIncidents,
     SqlLeases,
     SqlOrgs,
     SqlQueues,
@@ -49,6 +50,7 @@ class SqlUnitOfWork:
         self.queues = SqlQueues(session)
         self.entries = SqlEntries(session)
         self.history = SqlHistory(session)
+        self.incidents = SqlIncidents(session)
         self.test_runs = SqlTestRuns(session)
         self.statuses = SqlCommitStatuses(session, self._new_id)
         self.impacted_targets = SqlImpactedTargets(session, self._new_id)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from keepgreen.adapters.git.credentials import read_token_file, remote_git_environment
 from keepgreen.app.ports import CodeHostError, CredentialFileError
+from keepgreen.core.enums import IncidentKind
 from keepgreen.core.git_urls import REDACTED, redact_url
 from keepgreen.core.model import GitAuth
 
@@ -23,8 +24,13 @@ _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
 
 # git's words for each kind of failure (lowercase), and what keepgreen says about it, in
 # the order they are looked for: a more telling message before a vaguer one.
-_FAILURES: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("timed out", "timeout"), "the server did not answer in time"),
+_FAILURES: tuple[tuple[tuple[str, ...], str, IncidentKind], ...] = (
+    (("timed out", "timeout"), "the server did not answer in time", IncidentKind.TIMEOUT),
+    (
+        ("[remote rejected]", "hook declined"),
+        "the server refused the push (a hook or a branch rule)",
+        IncidentKind.PUSH_REJECTED,
+    ),
     (
         (
             "repository not exported",
@@ -33,10 +39,12 @@ _FAILURES: tuple[tuple[tuple[str, ...], str], ...] = (
             "not found",
         ),
         "there is no git repository there (or it is not exported to keepgreen)",
+        IncidentKind.REPOSITORY_MISSING,
     ),
     (
         ("host key verification failed", "no matching host key", "remote host identification"),
         "the server's SSH host key is not in the known hosts (give --ssh-known-hosts with it)",
+        IncidentKind.HOST_KEY_UNKNOWN,
     ),
     (
         (
@@ -52,6 +60,7 @@ _FAILURES: tuple[tuple[tuple[str, ...], str], ...] = (
             "invalid username or password",
         ),
         "the server refused keepgreen's credentials",
+        IncidentKind.CREDENTIALS_REFUSED,
     ),
     (
         (
@@ -60,6 +69,7 @@ _FAILURES: tuple[tuple[tuple[str, ...], str], ...] = (
             "temporary failure in name resolution",
         ),
         "the server's name cannot be resolved",
+        IncidentKind.UNREACHABLE,
     ),
     (
         (
@@ -72,10 +82,12 @@ _FAILURES: tuple[tuple[tuple[str, ...], str], ...] = (
             "unable to look up",
         ),
         "nothing answers at the server's address",
+        IncidentKind.UNREACHABLE,
     ),
     (
         ("ssl certificate problem", "certificate verify failed", "server certificate"),
         "the server's TLS certificate is not trusted",
+        IncidentKind.TLS_UNTRUSTED,
     ),
 )
 
@@ -130,11 +142,22 @@ def run_remote_git(
         _kill_group(process.pid)
         process.communicate()
         raise CodeHostError(
-            f"git-url {redact_url(url)} did not answer within {timeout:g} s"
+            f"git-url {redact_url(url)} did not answer within {timeout:g} s",
+            kind=IncidentKind.TIMEOUT,
         ) from None
     if check and process.returncode != 0:
-        raise CodeHostError(failure_sentence(url, auth, stderr))
+        raise failure(url, auth, stderr)
     return RemoteResult(stdout, stderr, process.returncode)
+
+
+def failure(url: str, auth: GitAuth, stderr: str) -> CodeHostError:
+    """The error for a failed git command: `failure_sentence`, and the kind of failure."""
+    text = stderr.lower()
+    kind = next(
+        (kind for words, _, kind in _FAILURES if any(word in text for word in words)),
+        IncidentKind.GIT_ERROR,
+    )
+    return CodeHostError(failure_sentence(url, auth, stderr), kind=kind)
 
 
 def failure_sentence(url: str, auth: GitAuth, stderr: str) -> str:
@@ -144,7 +167,7 @@ def failure_sentence(url: str, auth: GitAuth, stderr: str) -> str:
     """
     shown = redact_url(url)
     text = stderr.lower()
-    for words, cause in _FAILURES:
+    for words, cause, _ in _FAILURES:
         if any(word in text for word in words):
             hint = _credentials_hint(auth) if cause.startswith("the server refused") else ""
             return f"git-url {shown} cannot be read: {cause}{hint}"

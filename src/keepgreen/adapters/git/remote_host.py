@@ -24,8 +24,9 @@ from keepgreen.adapters.git.merging import Git
 from keepgreen.adapters.git.remote import (
     REMOTE_TIMEOUT_SECONDS,
     RemoteResult,
-    failure_sentence,
+    failure,
     run_remote_git,
+    scrub,
 )
 from keepgreen.app.ports import (
     BuildConflict,
@@ -36,6 +37,7 @@ from keepgreen.app.ports import (
 )
 from keepgreen.app.telemetry import Telemetry
 from keepgreen.core.enums import Mergeability
+from keepgreen.core.git_urls import redact_url
 from keepgreen.core.model import PullRequestInfo, Repository
 
 # Branches and PR heads; `--prune` drops what the server deleted.
@@ -43,6 +45,8 @@ FETCH_REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/pull/*/head:refs/pull/*/h
 # A pass reads a repository many times (each PR's head, the target's tip): one fetch serves them.
 FETCH_INTERVAL_SECONDS = 1.0
 _GONE_ON_SERVER = "remote ref does not exist"
+_SERVER_REJECTED = "[remote rejected]"
+_MAX_SENTENCE = 500
 
 
 def mirror_path(data_dir: Path, repository_id: str) -> Path:
@@ -124,7 +128,7 @@ class RemoteGitHost:
         with self._locked(repo):
             result = self._push(repo, [f":refs/heads/{branch}"], check=False)
             if result.returncode != 0 and _GONE_ON_SERVER not in result.stderr.lower():
-                raise CodeHostError(failure_sentence(repo.git_url, repo.auth, result.stderr))
+                raise failure(repo.git_url, repo.auth, result.stderr)
             git.run("update-ref", "-d", f"refs/heads/{branch}", check=True)
 
     def land(self, repo: Repository, landing: Landing) -> LandResult:
@@ -144,12 +148,22 @@ class RemoteGitHost:
                     # The mirror follows the server: only what it accepted moves the branch here.
                     git.update_ref(ref, new, reason=reason)
                     return True
-                if not _refused(result.stdout, ref):
-                    raise CodeHostError(failure_sentence(repo.git_url, repo.auth, result.stderr))
+                refusal = _refusal(result.stdout, ref)
+                if refusal is None:
+                    raise failure(repo.git_url, repo.auth, result.stderr)
                 self._fetch(repo, git)
+                # A branch that moved explains any refusal (the lease, or a ref lock lost to a
+                # concurrent push); one still at `old` was refused by the server's own rule.
+                if refusal.startswith(_SERVER_REJECTED) and git.resolve(ref) == old:
+                    raise _Rejected(_rejection_sentence(repo, ref, refusal, result.stderr))
                 return False
 
-            return merging.land(git, landing, swap=swap)
+            try:
+                return merging.land(git, landing, swap=swap)
+            except _Rejected as rejected:
+                # The server's own rule (a hook, a protected branch) said no: the lease held,
+                # so trying again would be refused again. The PR leaves with the answer.
+                return LandResult(None, "push_rejected", detail=str(rejected))
 
     # -- the mirror -----------------------------------------------------------------------
 
@@ -230,13 +244,38 @@ class RemoteGitHost:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _refused(porcelain: str, ref: str) -> bool:
-    """Whether `git push --porcelain` says the server (or the lease) refused `ref`."""
+def _refusal(porcelain: str, ref: str) -> str | None:
+    """What `git push --porcelain` says of a refused `ref` (`[rejected] (stale info)` for a
+    lease that no longer holds, `[remote rejected] (...)` for the server's own refusal); None
+    when the push of `ref` was not refused.
+    """
     for line in porcelain.splitlines():
         flag, _, rest = line.partition("\t")
-        if flag == "!" and rest.split("\t", 1)[0].endswith(f":{ref}"):
-            return True
-    return False
+        refspec, _, summary = rest.partition("\t")
+        if flag == "!" and refspec.endswith(f":{ref}"):
+            return summary.strip() or "[rejected]"
+    return None
+
+
+class _Rejected(Exception):
+    """The server refused a landing push for a reason of its own (not the lease)."""
+
+
+def _rejection_sentence(repo: Repository, ref: str, refusal: str, stderr: str) -> str:
+    """One sentence: the server refused the push of `ref`, with its reason and what its hook
+    printed (`remote:` lines), secrets taken out and cut to a readable length.
+    """
+    said = " ".join(
+        line.removeprefix("remote:").strip()
+        for line in stderr.splitlines()
+        if line.startswith("remote:") and line.removeprefix("remote:").strip()
+    )
+    reason = refusal.removeprefix(_SERVER_REJECTED).strip(" ()") or "no reason given"
+    sentence = f"git-url {redact_url(repo.git_url)} refused the push to {ref}: {reason}"
+    if said:
+        sentence += f"; the server said: {said}"
+    sentence = scrub(sentence, repo.auth)
+    return sentence if len(sentence) <= _MAX_SENTENCE else sentence[: _MAX_SENTENCE - 1] + "…"
 
 
 class _MirrorReads(LocalGitHost):

@@ -445,6 +445,11 @@ class _World:
         if problem == "conflict":
             self.move(entry, PrState.FAILED, StateReason.MERGE_REFUSED)
             return
+        if problem == "push_rejected":
+            # The server's own rule refused the tested change; trying again would be refused
+            # again, so the PR leaves (the worker recorded what the server said).
+            self.move(entry, PrState.FAILED, StateReason.PUSH_REJECTED)
+            return
         # The branch does not hold the tree the run was built on: test again.
         run = self.runs.get(entry.verified_by_test_run or TestRunId(""))
         if run is not None:
