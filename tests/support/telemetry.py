@@ -38,6 +38,7 @@ def operator_container(
         database_url=database_url,
         data_dir=tmp_path / "data",
         ci_readonly_paths=str(ci_control),
+        git_retry_max_seconds=0.0,  # as tests/conftest.py: passes follow each other at once
         **operator_settings(tmp_path),
     )
     return bootstrap(settings, clock=clock, run_migrations=False, code_host=code_host)

@@ -94,6 +94,9 @@ SUBMITTED_KEYS = ENQUEUED_KEYS | {
     "isCurrentlySubmittedToQueue",
     "verifiedByTestRun",
 }
+# keepgreen's own fields beside the interface's: git server incidents, what a queue waits on.
+OWN_SUBMITTED_KEYS = {"incidents"}
+OWN_QUEUE_KEYS = {"waitingOn", "incidents"}
 READINESS_KEYS = {
     "hasImpactedTargets",
     "requiresImpactedTargets",

@@ -24,6 +24,7 @@ from tests.support.gitrepo import GitRepo
 from tests.support.store import add_run, find_entry, move_entry
 from tests.support.wire import (
     ENQUEUED_KEYS,
+    OWN_SUBMITTED_KEYS,
     READINESS_KEYS,
     SUBMITTED_KEYS,
     Api,
@@ -437,7 +438,8 @@ def test_get_submitted_pull_request_has_the_documented_shape(
     submitted(queue, 7)
     after = clock.now
     pr = get_pr(queue, 7)
-    assert set(pr) == SUBMITTED_KEYS
+    assert set(pr) == SUBMITTED_KEYS | OWN_SUBMITTED_KEYS
+    assert pr["incidents"] == []  # nothing went wrong with the git server
     assert set(pr["readiness"]) == READINESS_KEYS
     uuid.UUID(pr["id"])
     assert before < parse_iso(pr["stateChangedAt"]) <= after

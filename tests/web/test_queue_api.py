@@ -13,6 +13,7 @@ from tests.support.wire import (
     CONFIG_KEYS,
     ENQUEUED_KEYS,
     ISO_MILLIS_Z,
+    OWN_QUEUE_KEYS,
     REPO_JSON,
     Api,
     assert_error,
@@ -298,7 +299,9 @@ def test_mode_change_after_the_pr_was_cancelled_is_immediate(
 
 
 def test_get_queue_has_exactly_the_config_and_the_pull_requests(queue: Api) -> None:
-    assert set(get_queue(queue)) == CONFIG_KEYS | {"enqueuedPullRequests"}
+    got = get_queue(queue)
+    assert set(got) == CONFIG_KEYS | {"enqueuedPullRequests"} | OWN_QUEUE_KEYS
+    assert (got["waitingOn"], got["incidents"]) == (None, [])
 
 
 def test_get_queue_default_config(queue: Api) -> None:

@@ -449,6 +449,9 @@ def test_a_failed_effect_and_its_retry_are_counted(
             assert sample(built, effects, effect="BuildTestCommit", outcome="failed") == 1
             assert sample(built, effects, effect="BuildTestCommit", outcome="done") == 0
             assert sample(built, "keepgreen_effect_retries_total", effect="BuildTestCommit") == 0
+            failures = "keepgreen_git_host_failures_total"
+            assert sample(built, failures, kind="git_error") == 1
+            assert sample(built, failures, kind="unreachable") == 0
             built.worker.run_once()
             assert sample(built, effects, effect="BuildTestCommit", outcome="done") == 1
             assert sample(built, "keepgreen_effect_retries_total", effect="BuildTestCommit") == 1

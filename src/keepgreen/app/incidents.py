@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 import structlog
 
@@ -27,13 +28,28 @@ from keepgreen.app.ports import Clock, CodeHostError, UnitOfWorkFactory
 from keepgreen.app.telemetry import Telemetry
 from keepgreen.core.enums import SERVER_INCIDENTS, IncidentKind
 from keepgreen.core.ids import QueueId
+from keepgreen.core.model import Incident, QueueEntry
 
 log = structlog.get_logger("keepgreen.worker")
 
 FIRST_BACKOFF_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 30.0
-# How many of a queue's incidents `getQueue` and `keepgreen queue show` list.
+# How many of a queue's incidents `getQueue` and `keepgreen queue show` list, and for how
+# long after it ended an incident is still listed.
 SHOWN_INCIDENTS = 20
+INCIDENTS_SHOWN_FOR = timedelta(days=1)
+
+
+def concerning(incidents: Sequence[Incident], entry: QueueEntry) -> tuple[Incident, ...]:
+    """The incidents that concern `entry` in its current episode: those of its queue's server
+    or of this PR, open now or ended since it was submitted.
+    """
+    return tuple(
+        incident
+        for incident in incidents
+        if incident.pr_number in (None, entry.number)
+        and (incident.ended_at is None or incident.ended_at >= entry.submitted_at)
+    )
 
 
 @dataclass(slots=True)
@@ -230,4 +246,4 @@ class HostIncidents:
         self._telemetry.queues_waiting_on_git_host(count)
 
 
-__all__ = ["SHOWN_INCIDENTS", "HostIncidents"]
+__all__ = ["INCIDENTS_SHOWN_FOR", "SHOWN_INCIDENTS", "HostIncidents", "concerning"]

@@ -10,6 +10,7 @@ import structlog
 
 from keepgreen.app.engine import QueueEngine
 from keepgreen.app.errors import Conflict, InvalidInput, NotFound, Unavailable
+from keepgreen.app.incidents import SHOWN_INCIDENTS, concerning
 from keepgreen.app.lookup import find_entry, find_queue, find_queued_entry, find_repository
 from keepgreen.app.ports import (
     Clock,
@@ -25,6 +26,7 @@ from keepgreen.core.enums import Mergeability, PrState, QueueState, StateReason
 from keepgreen.core.ids import OrgId, PullRequestId
 from keepgreen.core.model import (
     ImpactedTargets,
+    Incident,
     PullRequestInfo,
     Queue,
     QueueEntry,
@@ -162,6 +164,16 @@ class PullRequestService:
     def get(self, target: QueueTarget, number: int) -> QueueEntry:
         with self._uow() as uow:
             return find_entry(uow, self._queue(uow, target), number)
+
+    def get_with_incidents(
+        self, target: QueueTarget, number: int
+    ) -> tuple[QueueEntry, tuple[Incident, ...]]:
+        """The entry, and the git server incidents that concern it since it was submitted."""
+        with self._uow() as uow:
+            queue = self._queue(uow, target)
+            entry = find_entry(uow, queue, number)
+            recent = uow.incidents.recent(queue.id, limit=SHOWN_INCIDENTS, since=entry.submitted_at)
+        return entry, concerning(recent, entry)
 
     def list(
         self,

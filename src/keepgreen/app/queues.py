@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 from keepgreen.app.engine import QueueEngine, live_entries
 from keepgreen.app.errors import Conflict, InvalidInput
+from keepgreen.app.incidents import INCIDENTS_SHOWN_FOR, SHOWN_INCIDENTS
 from keepgreen.app.lookup import find_queue, find_repository
 from keepgreen.app.ports import Clock, IdFactory, UnitOfWorkFactory
 from keepgreen.core.enums import (
@@ -182,11 +183,16 @@ class QueueService:
         return updated
 
     def get(self, org_id: OrgId, ref: RepoRef, branch: str) -> QueueSnapshot:
-        """The queue and its admitted entries in queue order (not_ready PRs are not listed)."""
+        """The queue, its admitted entries in queue order (not_ready PRs are not listed), and
+        its incidents open or ended within `INCIDENTS_SHOWN_FOR`, newest first.
+        """
         with self._uow() as uow:
             queue = find_queue(uow, find_repository(uow, org_id, ref), branch)
             entries = uow.entries.list_for_queues([queue.id], states=_ADMITTED_STATES)
-        return QueueSnapshot(queue, queue_order(entries))
+            incidents = uow.incidents.recent(
+                queue.id, limit=SHOWN_INCIDENTS, since=self._clock() - INCIDENTS_SHOWN_FOR
+            )
+        return QueueSnapshot(queue, queue_order(entries), tuple(incidents))
 
     def delete(self, org_id: OrgId, ref: RepoRef, branch: str) -> None:
         """Delete an empty queue: every submitted PR must have merged, failed or been cancelled."""

@@ -56,10 +56,17 @@ def print_json(data: Mapping[str, Any]) -> None:
 
 
 def queue_view(queue: Mapping[str, Any], *, title: str) -> RenderableType:
-    """A queue's configuration, then its enqueued pull requests in queue order."""
+    """A queue's configuration, what it waits on and its incidents, then its enqueued pull
+    requests in queue order.
+    """
+    head: list[RenderableType] = [config_view(queue, title=title)]
+    if queue.get("waitingOn"):
+        head.append(Text.assemble(("Waiting on: ", "bold yellow"), str(queue["waitingOn"])))
+    if queue.get("incidents"):
+        head.append(incidents_view(queue["incidents"]))
     entries: list[Mapping[str, Any]] = list(queue.get("enqueuedPullRequests") or [])
     if not entries:
-        return Group(config_view(queue, title=title), Text("No pull requests in the queue."))
+        return Group(*head, Text("No pull requests in the queue."))
     table = Table(title="Enqueued pull requests", title_justify="left", title_style="bold")
     table.add_column("#", justify="right")
     table.add_column("PR", justify="right")
@@ -78,7 +85,30 @@ def queue_view(queue: Mapping[str, Any], *, title: str) -> RenderableType:
             Text(str(entry.get("prAuthor", MISSING))),
             Text(str(entry.get("prSha", MISSING))[:_SHORT_SHA]),
         )
-    return Group(config_view(queue, title=title), table)
+    return Group(*head, table)
+
+
+def incidents_view(incidents: list[Mapping[str, Any]]) -> RenderableType:
+    """Git server incidents, newest first: when, what, how often, and whether it lasts."""
+    table = Table(title="Git server incidents", title_justify="left", title_style="bold")
+    table.add_column("since")
+    table.add_column("kind")
+    table.add_column("PR", justify="right")
+    table.add_column("failures", justify="right")
+    table.add_column("ended")
+    table.add_column("what happened", overflow="fold")
+    for incident in incidents:
+        number = incident.get("prNumber")
+        ended = incident.get("endedAt")
+        table.add_row(
+            Text(str(incident.get("startedAt", MISSING))),
+            Text(str(incident.get("kind", MISSING))),
+            Text("" if number is None else f"#{number}"),
+            Text(str(incident.get("failures", MISSING))),
+            Text(str(ended)) if ended else Text("ongoing", style="bold yellow"),
+            Text(str(incident.get("message", MISSING))),
+        )
+    return table
 
 
 def config_view(config: Mapping[str, Any], *, title: str) -> RenderableType:
@@ -136,6 +166,8 @@ def pull_request_view(pr: Mapping[str, Any], *, title: str) -> RenderableType:
     if pr.get("verifiedByTestRun"):
         rows.append(("verified by test run", value_of(pr, "verifiedByTestRun")))
     _add_rows(table, rows)
+    if pr.get("incidents"):
+        return Group(_titled(title, table), incidents_view(pr["incidents"]))
     return _titled(title, table)
 
 

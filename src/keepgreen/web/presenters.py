@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from keepgreen.app.testing import TestRunDetails
 from keepgreen.core.enums import CommitState
-from keepgreen.core.model import Queue, QueueEntry, QueueSnapshot, RepoRef
+from keepgreen.core.model import Incident, Queue, QueueEntry, QueueSnapshot, RepoRef
 from keepgreen.core.priority import DEFAULT_PRIORITY_NAME
 from keepgreen.web.schemas import (
     EnqueuedPullRequest,
+    IncidentOut,
     QueueConfigOut,
     QueueOut,
     ReadinessOut,
@@ -45,9 +48,24 @@ def queue_config(queue: Queue) -> QueueConfigOut:
 
 
 def queue_snapshot(snapshot: QueueSnapshot) -> QueueOut:
+    waiting = [i for i in snapshot.incidents if i.is_open and i.pr_number is None]
     return QueueOut(
         **queue_config(snapshot.queue).model_dump(),
         enqueuedPullRequests=[enqueued(entry) for entry in snapshot.entries],
+        waitingOn=waiting[0].message if waiting else None,
+        incidents=[incident_out(incident) for incident in snapshot.incidents],
+    )
+
+
+def incident_out(incident: Incident) -> IncidentOut:
+    return IncidentOut(
+        kind=incident.kind,
+        message=incident.message,
+        prNumber=incident.pr_number,
+        startedAt=iso(incident.started_at),
+        lastFailureAt=iso(incident.last_failure_at),
+        endedAt=None if incident.ended_at is None else iso(incident.ended_at),
+        failures=incident.failures,
     )
 
 
@@ -69,7 +87,7 @@ def enqueued(entry: QueueEntry) -> EnqueuedPullRequest:
     )
 
 
-def submitted(entry: QueueEntry) -> SubmittedPullRequest:
+def submitted(entry: QueueEntry, incidents: Sequence[Incident] = ()) -> SubmittedPullRequest:
     readiness = entry.readiness
     return SubmittedPullRequest(
         **enqueued(entry).model_dump(),
@@ -82,6 +100,7 @@ def submitted(entry: QueueEntry) -> SubmittedPullRequest:
         forceEnqueued=entry.force_enqueued,
         isCurrentlySubmittedToQueue=entry.is_submitted,
         verifiedByTestRun=entry.verified_by_test_run,
+        incidents=[incident_out(incident) for incident in incidents],
     )
 
 

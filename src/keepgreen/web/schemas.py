@@ -22,6 +22,7 @@ from pydantic import (
 from keepgreen.core.enums import (
     CommitState,
     DirectMergeMode,
+    IncidentKind,
     Mergeability,
     MergeMethod,
     OptimizationMode,
@@ -289,8 +290,30 @@ class QueueConfigOut(Response):
     mergeMethod: MergeMethod
 
 
+class IncidentOut(Response):
+    """A fault of the queue's git server (keepgreen's own field; not in the interface)."""
+
+    kind: IncidentKind
+    message: str = Field(description="What happened, in one sentence without secrets.")
+    prNumber: int | None = Field(description="The PR it concerns; null: the whole queue.")
+    startedAt: str
+    lastFailureAt: str
+    endedAt: str | None = Field(description="null while the incident lasts.")
+    failures: int = Field(description="Failed attempts during the incident.")
+
+
 class QueueOut(QueueConfigOut):
     enqueuedPullRequests: list[EnqueuedPullRequest]
+    waitingOn: str | None = Field(
+        default=None,
+        description="What keeps the queue from going on, in plain words (its git server "
+        "unreachable, its branch missing); null when nothing does. keepgreen's own field.",
+    )
+    incidents: list[IncidentOut] = Field(
+        default_factory=list,
+        description="The queue's git server incidents, open or ended within a day, newest "
+        "first. keepgreen's own field.",
+    )
 
 
 class ReadinessOut(Response):
@@ -305,6 +328,12 @@ class SubmittedPullRequest(EnqueuedPullRequest):
     forceEnqueued: bool
     isCurrentlySubmittedToQueue: bool
     verifiedByTestRun: str | None
+    incidents: list[IncidentOut] = Field(
+        default_factory=list,
+        description="Git server incidents of its queue or of this PR since it was submitted, "
+        "newest first (a refused landing, a server that could not be reached). keepgreen's "
+        "own field.",
+    )
 
 
 class PullRequestList(Response):

@@ -146,7 +146,10 @@ def get_submitted_pull_request(
     body: PrRequest, org: Org, services: Services
 ) -> SubmittedPullRequest:
     """A pull request submitted to the queue, with its state, priority and readiness."""
-    return submitted(services.pull_requests.get(target_of(org, body), body.pr.number))
+    entry, incidents = services.pull_requests.get_with_incidents(
+        target_of(org, body), body.pr.number
+    )
+    return submitted(entry, incidents)
 
 
 @router.post(
