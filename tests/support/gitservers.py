@@ -87,13 +87,15 @@ class HttpGitServer:
 
 
 @contextmanager
-def http_git_server(base: Path, *, user: str, password: str) -> Iterator[HttpGitServer]:
+def http_git_server(
+    base: Path, *, user: str, password: str, port: int | None = None
+) -> Iterator[HttpGitServer]:
     """Smart HTTP over `git http-backend` for the repositories under `base`, refusing (401)
     any request without basic auth `user:password`; yields its state, `url` being
-    `http://127.0.0.1:PORT`.
+    `http://127.0.0.1:PORT` (`port`, to start a stopped server again at the same address).
     """
     expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
-    port = free_port()
+    port = port or free_port()
     seen = HttpGitServer(f"http://127.0.0.1:{port}")
 
     class Handler(BaseHTTPRequestHandler):
