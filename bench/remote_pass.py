@@ -1,8 +1,8 @@
 """What one worker pass costs on repositories served by a git server: seconds, git processes,
 bytes over the wire; for many repositories, and for a short against a long history.
 
-    python bench/remote_pass.py [--repos 20] [--prs 20] [--big-commits 50000] [--passes 10]
-                                [--json] [--quick]
+    python bench/remote_pass.py [--repos 20] [--prs 20] [--big-commits 50000] [--passes 3]
+                                [--no-auth] [--json] [--quick]
 
 A git http-backend on loopback (basic auth with a token file, as a real server asks; in a
 process of its own, which counts the bytes it serves) serves bare repositories, each with a
@@ -331,6 +331,7 @@ class Plan:
     pause: float
     remote: bool
     changes: bool
+    auth: bool = True  # the server asks for basic auth; keepgreen answers from a token file
 
 
 def run(plan: Plan, *, template: Path, work: Path, meter: Meter) -> Result:
@@ -344,8 +345,10 @@ def run(plan: Plan, *, template: Path, work: Path, meter: Meter) -> Result:
     token_file = root / "token"
     token_file.write_text(TOKEN + "\n")
     token_file.chmod(0o600)
+    asks = plan.remote and plan.auth
+    auth = GitAuth(token_file=str(token_file)) if asks else GitAuth()
     with (
-        served(root / "served", user=USER, password_file=token_file)
+        served(root / "served", user=USER if asks else None, password_file=token_file)
         if plan.remote
         else _nothing() as server
     ):
@@ -353,7 +356,7 @@ def run(plan: Plan, *, template: Path, work: Path, meter: Meter) -> Result:
             Settings(database_url=f"sqlite:///{root / 'kg.db'}", data_dir=root / "data")
         )
         try:
-            return _measure(plan, container, server, bare, token_file, meter)
+            return _measure(plan, container, server, bare, auth, meter)
         finally:
             container.close()
 
@@ -368,7 +371,7 @@ def _measure(
     container: Container,
     server: GitHttpServer | None,
     bare: Sequence[Path],
-    token_file: Path,
+    auth: GitAuth,
     meter: Meter,
 ) -> Result:
     token = container.admin.create_token("bench")
@@ -382,7 +385,7 @@ def _measure(
                 ref=ref,
                 git_url=f"{server.url}/{path.name}" if server else str(path),
                 ci_command=None,
-                auth=GitAuth(token_file=str(token_file)) if server else GitAuth(),
+                auth=auth,
             )
     for ref in refs:
         container.queues.create(org_id, ref, "main")
@@ -580,7 +583,8 @@ def report(results: dict[str, Result], plan: argparse.Namespace, *, helper: floa
     )
     scale = (
         f"## {plan.repos} repositories x {plan.prs} PRs, main of {SHORT_HISTORY} commits: "
-        "git http-backend (basic auth) against local repositories"
+        f"git http-backend ({'basic auth' if plan.auth else 'no auth'}) against local "
+        "repositories"
     )
     repositories = "repository" if plan.history_repos == 1 else "repositories"
     history = (
@@ -627,7 +631,7 @@ def as_json(
     answer = {
         "settings": {
             name: getattr(plan, name)
-            for name in ("repos", "prs", "big_commits", "history_repos", "passes", "pause")
+            for name in ("repos", "prs", "big_commits", "history_repos", "passes", "pause", "auth")
         },
         "credential_helper_seconds": helper,
         "runs": runs,
@@ -652,7 +656,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--prs", type=int, default=20)
     parser.add_argument("--big-commits", type=int, default=50_000)
     parser.add_argument("--history-repos", type=int, default=1)
-    parser.add_argument("--passes", type=int, default=5, help="steady passes after the first")
+    parser.add_argument("--passes", type=int, default=3, help="steady passes after the first")
+    parser.add_argument(
+        "--no-auth",
+        dest="auth",
+        action="store_false",
+        help="the server asks for no credentials (isolates the credential helper's cost)",
+    )
     parser.add_argument(
         "--pause", type=float, default=1.0, help="seconds between passes (the poll interval)"
     )
@@ -679,7 +689,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"# main of {args.big_commits:,} commits made in {made_in:.1f} s", file=sys.stderr)
 
         def plan(repos: int, commits: int, *, remote: bool, changes: bool) -> Plan:
-            return Plan(repos, args.prs, commits, args.passes, args.pause, remote, changes)
+            return Plan(
+                repos, args.prs, commits, args.passes, args.pause, remote, changes, args.auth
+            )
 
         scale, history = args.repos, args.history_repos
         runs = {
