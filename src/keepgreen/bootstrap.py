@@ -17,6 +17,7 @@ from keepgreen.adapters.ci.sandbox import make_sandbox
 from keepgreen.adapters.db.engine import folder_problem, migrate, open_engine, pool_stats
 from keepgreen.adapters.db.uow import SqlUnitOfWork
 from keepgreen.adapters.git.local_host import LocalGitHost, local_path
+from keepgreen.adapters.git.refnames import is_valid_ref_name
 from keepgreen.adapters.git.remote_host import CodeHosts, RemoteGitHost
 from keepgreen.adapters.git.survey import RepositorySurveyor
 from keepgreen.adapters.junit import ReportError, TooManyResults, parse_report
@@ -191,7 +192,13 @@ def bootstrap(
     return Container(
         settings=settings,
         engine=engine,
-        admin=AdminService(unit_of_work, clock=clock, new_id=new_id, locate=RepositorySurveyor()),
+        admin=AdminService(
+            unit_of_work,
+            clock=clock,
+            new_id=new_id,
+            locate=RepositorySurveyor(),
+            check_ref=is_valid_ref_name,
+        ),
         queues=QueueService(
             unit_of_work, engine=queue_engine, wake=wake, clock=clock, new_id=new_id
         ),

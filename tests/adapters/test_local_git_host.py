@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -32,6 +33,25 @@ def test_a_pull_request_is_its_ref_with_title_and_author(git_repo: GitRepo) -> N
         "Add x",
         "Grace Hopper",
     )
+
+
+def test_a_pull_request_is_read_at_the_repositorys_pr_refspec(git_repo: GitRepo) -> None:
+    """GitLab's layout: merge request 4 is `refs/merge-requests/4/head`, and `refs/pull/4/head`
+    is then nothing to keepgreen.
+    """
+    sha = git_repo.open_pr(4, {"m.txt": "m\n"}, title="Add m")
+    git_repo.git("update-ref", "refs/merge-requests/4/head", sha)
+    other = git_repo.open_pr(5, {"n.txt": "n\n"})  # only at refs/pull/5/head
+    gitlab = replace(
+        repository_at(str(git_repo.path)), pr_refspec="refs/merge-requests/{number}/head"
+    )
+    info = LocalGitHost().pull_request(gitlab, 4)
+    assert info is not None
+    assert (info.head_sha, info.title) == (sha, "Add m")
+    assert LocalGitHost().pull_request(gitlab, 5) is None
+    default = LocalGitHost().pull_request(repository_at(str(git_repo.path)), 5)
+    assert default is not None
+    assert default.head_sha == other
 
 
 def test_a_missing_pull_request_is_none(git_repo: GitRepo) -> None:

@@ -6,8 +6,8 @@ from the server, landing by compare-and-swap on the server's branch.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,6 +16,7 @@ import pytest
 from keepgreen.adapters.git.local_host import LocalGitHost
 from keepgreen.adapters.git.remote_host import CodeHosts, RemoteGitHost, is_remote, mirror_path
 from keepgreen.app.ports import BuildConflict, CodeHostError, Landing, TestCommit
+from keepgreen.app.telemetry import Telemetry
 from keepgreen.core.enums import Mergeability, MergeMethod
 from keepgreen.core.ids import OrgId, RepositoryId
 from keepgreen.core.model import GitAuth, Repository
@@ -131,6 +132,11 @@ def test_reads_come_from_the_server_through_the_mirror(served: Served, tmp_path:
     assert host.branch_tip(repo, "main") == served.work.tip("main")
     assert host.branch_tip(repo, "nope") is None
     assert host.mergeability(repo, head_sha=head, target_branch="main") is Mergeability.MERGEABLE
+    # A head is asked about by its PR first (as the worker and submitPullRequest do), which
+    # brings its commits into the mirror.
+    clashing = host.pull_request(repo, 2)
+    assert clashing is not None
+    assert clashing.head_sha == clash
     assert host.mergeability(repo, head_sha=clash, target_branch="main") is (
         Mergeability.NOT_MERGEABLE
     )
@@ -144,7 +150,7 @@ def test_reads_come_from_the_server_through_the_mirror(served: Served, tmp_path:
     assert repo.git_url not in config  # no remote stored: every call names the URL
     assert TOKEN not in config
 
-    # A PR ref deleted on the server is gone after the next fetch (pruned).
+    # A PR ref deleted on the server is gone after the next fetch, in the mirror too.
     served.server("update-ref", "-d", "refs/pull/1/head")
     assert host.pull_request(repo, 1) is None
 
@@ -327,3 +333,214 @@ def test_the_code_hosts_serve_local_and_remote_repositories_side_by_side(
     hosts = CodeHosts(local=LocalGitHost(), remote=served.host)
     assert hosts.branch_tip(_repository(str(local.path), GitAuth()), "main") == local.tip()
     assert hosts.branch_tip(served.repo, "main") == served.work.tip("main")
+
+
+# -- what a fetch asks for ------------------------------------------------------------------------
+
+
+@dataclass
+class Counted:
+    """A remote host on a clock the test moves, counting its `git fetch` processes."""
+
+    host: RemoteGitHost
+    telemetry: Telemetry
+    now: list[float]
+
+    def fetches(self) -> int:
+        return int(
+            sum(
+                self.telemetry.registry.get_sample_value(
+                    "keepgreen_git_calls_total", {"operation": "fetch", "result": result}
+                )
+                or 0
+                for result in ("ok", "exit_nonzero", "timeout", "error")
+            )
+        )
+
+    def later(self, seconds: float = 1.5) -> None:
+        self.now[0] += seconds
+
+
+def _counted(tmp_path: Path) -> Counted:
+    telemetry = Telemetry()
+    now = [1000.0]
+    host = RemoteGitHost(
+        data_dir=tmp_path / "counted",
+        telemetry=telemetry,
+        fetch_interval=1.0,
+        wanted_seconds=600.0,
+        timeout=20,
+        monotonic=lambda: now[0],
+    )
+    return Counted(host, telemetry, now)
+
+
+def _mirror_refs(mirror: Path) -> list[str]:
+    result = subprocess.run(
+        ["git", f"--git-dir={mirror}", "for-each-ref", "--format=%(refname)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return sorted(result.stdout.split())
+
+
+def _pass(counted: Counted, repo: Repository, numbers: Sequence[int]) -> dict[int, str | None]:
+    """What a worker pass reads of a queue on main: the tip, each PR, their mergeability."""
+    host = counted.host
+    host.branch_tip(repo, "main")
+    heads: dict[int, str | None] = {}
+    for number in numbers:
+        info = host.pull_request(repo, number)
+        heads[number] = None if info is None else info.head_sha
+        if info is not None:
+            host.mergeability(repo, head_sha=info.head_sha, target_branch="main")
+            host.is_up_to_date(repo, head_sha=info.head_sha, target_branch="main")
+    return heads
+
+
+def test_a_pass_fetches_once_and_only_the_wanted_refs(served: Served, tmp_path: Path) -> None:
+    """Once the host knows what a queue reads (the target and three PRs), a pass costs one
+    fetch however many PRs it reads; a branch, a PR and a tag nobody asked about never reach
+    the mirror.
+    """
+    for number in (1, 2, 3, 4):
+        served.work.open_pr(number, {f"{number}.txt": f"{number}\n"})
+    served.work.git("tag", "v1")
+    served.publish()
+    served.work.git("push", "-q", str(served.bare), "pr-4:refs/heads/other", "v1")
+    counted = _counted(tmp_path)
+    repo = served.repo
+
+    _pass(counted, repo, [1, 2, 3])
+    # Learning what is wanted: the first read of each ref fetched it at once (alone).
+    assert counted.fetches() == 4
+    mirror = mirror_path(tmp_path / "counted", "r1")
+    assert _mirror_refs(mirror) == [
+        "refs/heads/main",
+        "refs/pull/1/head",
+        "refs/pull/2/head",
+        "refs/pull/3/head",
+    ]
+
+    moved = served.work.add_to_pr(2, {"2b.txt": "more\n"}, "more")
+    served.publish()
+    counted.later()
+    before = counted.fetches()
+    heads = _pass(counted, repo, [1, 2, 3])
+    assert counted.fetches() == before + 1  # one fetch served the whole pass
+    assert heads[2] == moved
+    _pass(counted, repo, [1, 2, 3])  # within the interval: no fetch at all
+    assert counted.fetches() == before + 1
+    assert "refs/heads/other" not in _mirror_refs(mirror)
+    assert "refs/pull/4/head" not in _mirror_refs(mirror)
+    assert "refs/tags/v1" not in _mirror_refs(mirror)
+
+    # A read of something new within the interval fetches it at once, and it is wanted then.
+    assert counted.host.branch_tip(repo, "other") == served.work.tip("pr-4")
+    assert counted.fetches() == before + 2
+    assert "refs/heads/other" in _mirror_refs(mirror)
+
+
+def test_a_pr_ref_deleted_on_the_server_is_gone_and_the_rest_is_still_fetched(
+    served: Served, tmp_path: Path
+) -> None:
+    for number in (1, 2, 3):
+        served.work.open_pr(number, {f"{number}.txt": f"{number}\n"})
+    served.publish()
+    counted = _counted(tmp_path)
+    repo = served.repo
+    _pass(counted, repo, [1, 2, 3])
+
+    served.server("update-ref", "-d", "refs/pull/2/head")
+    moved = served.work.add_to_pr(3, {"3b.txt": "more\n"}, "more")
+    served.work.git("push", "-q", "--force", str(served.bare), "refs/pull/3/head")
+    counted.later()
+    before = counted.fetches()
+    heads = _pass(counted, repo, [1, 2, 3])
+    assert heads == {1: served.work.tip("refs/pull/1/head"), 2: None, 3: moved}
+    # The fetch git refused for the missing ref, then the same fetch without it.
+    assert counted.fetches() == before + 2
+    mirror = mirror_path(tmp_path / "counted", "r1")
+    assert "refs/pull/2/head" not in _mirror_refs(mirror)
+
+    # The gone PR is no longer wanted: the next pass over the others fetches once again.
+    counted.later()
+    before = counted.fetches()
+    assert _pass(counted, repo, [1, 3]) == {1: served.work.tip("refs/pull/1/head"), 3: moved}
+    assert counted.fetches() == before + 1
+
+
+def test_a_target_branch_deleted_on_the_server_has_no_tip(served: Served, tmp_path: Path) -> None:
+    served.work.git("branch", "release")
+    served.publish()
+    served.work.git("push", "-q", str(served.bare), "release")
+    counted = _counted(tmp_path)
+    repo = served.repo
+    assert counted.host.branch_tip(repo, "release") == served.work.tip()
+    assert counted.host.branch_tip(repo, "main") == served.work.tip()
+
+    served.server("update-ref", "-d", "refs/heads/release")
+    counted.later()
+    assert counted.host.branch_tip(repo, "release") is None
+    assert counted.host.branch_tip(repo, "main") == served.work.tip()
+
+
+def test_a_ref_nobody_asks_about_any_more_is_no_longer_fetched(
+    served: Served, tmp_path: Path
+) -> None:
+    served.work.open_pr(1, {"1.txt": "1\n"})
+    first = served.work.open_pr(2, {"2.txt": "2\n"})
+    served.publish()
+    counted = _counted(tmp_path)
+    repo = served.repo
+    _pass(counted, repo, [1, 2])
+    served.work.add_to_pr(2, {"2b.txt": "more\n"}, "more")
+    served.publish()
+
+    counted.later(601.0)  # PR 2 left the queue: only main and PR 1 are read from now on
+    _pass(counted, repo, [1])
+    mirror = mirror_path(tmp_path / "counted", "r1")
+    assert counted.host.mirror(repo).resolve("refs/pull/2/head") == first  # not fetched
+    # Asked again, it is fetched again at once.
+    info = counted.host.pull_request(repo, 2)
+    assert info is not None
+    assert info.head_sha == served.work.tip("refs/pull/2/head")
+    assert "refs/pull/2/head" in _mirror_refs(mirror)
+
+
+def test_test_branches_stay_in_the_mirror_across_fetches(served: Served, tmp_path: Path) -> None:
+    head = served.work.open_pr(1, {"a.txt": "a\n"})
+    served.publish()
+    counted = _counted(tmp_path)
+    repo = served.repo
+    base = counted.host.branch_tip(repo, "main")
+    assert base is not None
+    before = counted.fetches()
+    built = counted.host.build_test_commit(
+        repo, base_sha=base, prs=[(1, head)], branch="trunk-merge/pr-1/run1"
+    )
+    assert isinstance(built, TestCommit)
+    # Its commits had been read through the mirror (main) or were fetched by their PR.
+    assert counted.fetches() == before + 1
+    for _ in range(2):
+        counted.later()
+        _pass(counted, repo, [1])
+    mirror = mirror_path(tmp_path / "counted", "r1")
+    assert "refs/heads/trunk-merge/pr-1/run1" in _mirror_refs(mirror)
+    assert served.server_tip("refs/heads/trunk-merge/pr-1/run1") == built.links[0].commit
+
+
+def test_a_gitlab_style_refspec_reads_merge_requests(served: Served, tmp_path: Path) -> None:
+    head = served.work.open_pr(7, {"a.txt": "a\n"}, title="Add a")
+    served.work.git(
+        "push", "-q", str(served.bare), "main", "refs/pull/7/head:refs/merge-requests/7/head"
+    )
+    gitlab = replace(served.repo, pr_refspec="refs/merge-requests/{number}/head")
+    counted = _counted(tmp_path)
+    info = counted.host.pull_request(gitlab, 7)
+    assert info is not None
+    assert (info.head_sha, info.title) == (head, "Add a")
+    assert counted.host.pull_request(served.repo, 7) is None  # nothing at refs/pull/7/head
+    mirror = mirror_path(tmp_path / "counted", "r1")
+    assert _mirror_refs(mirror) == ["refs/merge-requests/7/head"]

@@ -400,3 +400,133 @@ def test_a_url_stored_with_credentials_by_an_older_keepgreen_is_shown_redacted(
     outputs = shown.stdout + shown.stderr + updated.stdout + admin.ok("repo", "list").stdout
     assert "s3cr3tPassw0rd" not in outputs
     assert redacted in updated.stdout
+
+
+# -- PR refspec and test branch prefix ------------------------------------------------------------
+
+GITLAB = "refs/merge-requests/{number}/head"
+GIT_REFUSES = "is not a valid git ref name once {number} is replaced (git check-ref-format refuses"
+
+
+def test_the_pr_refspec_and_test_branch_prefix_are_set_shown_and_changed(
+    admin: Admin, tmp_path: Path
+) -> None:
+    """A GitLab-style repository: merge request N is `refs/merge-requests/N/head`; the survey
+    counts those, and list, show and their --json forms print both settings.
+    """
+    work = GitRepo(tmp_path / "gitlab")
+    for number in (1, 2):
+        head = work.open_pr(number, {f"{number}.txt": "x\n"})
+        work.git("update-ref", f"refs/merge-requests/{number}/head", head)
+        work.git("update-ref", "-d", f"refs/pull/{number}/head")
+    added = admin.ok(
+        *add_args("acme", REPO_ARG, str(work.path)),
+        "--pr-refspec", GITLAB, "--test-branch-prefix", "trunk-merge",
+    )  # fmt: skip
+    assert added.stdout.endswith(
+        "Found 3 branches (default branch main) and 2 pull request refs "
+        "(refs/merge-requests/*/head).\n"
+    )
+    shown = admin.json("repo", "show", REPO_ARG)
+    assert (shown["prRefspec"], shown["testBranchPrefix"]) == (GITLAB, "trunk-merge")
+    assert admin.json("repo", "list") == [shown]
+    (row,) = [line for line in admin.ok("repo", "list").stdout.splitlines() if REPO_ARG in line]
+    assert GITLAB in row
+    assert "trunk-merge/pr-<N>/<run id>" in row
+    view = admin.ok("repo", "show", REPO_ARG).stdout
+    assert f"PR refs        {GITLAB}" in view
+    assert "test branches  trunk-merge/pr-<N>/<run id>" in view
+
+    # Back to the defaults, one setting at a time; a new refspec is surveyed as at `add`.
+    back = admin.ok("repo", "update", REPO_ARG, "--pr-refspec", "refs/pull/{number}/head")
+    assert back.stdout.startswith(
+        f"Updated {REPO_ARG} of org 'acme'.\n"
+        "Found 3 branches (default branch main) and 0 pull request refs (refs/pull/*/head).\n"
+    )
+    renamed = admin.ok("repo", "update", REPO_ARG, "--test-branch-prefix", "keepgreen-merge")
+    assert "Found" not in renamed.stdout  # no git setting changed: the server is not read
+    shown = admin.json("repo", "show", REPO_ARG)
+    assert (shown["prRefspec"], shown["testBranchPrefix"]) == (
+        "refs/pull/{number}/head",
+        "keepgreen-merge",
+    )
+
+
+def test_a_repository_without_the_settings_shows_the_defaults(admin: Admin, tmp_path: Path) -> None:
+    admin.ok(*add_args("acme", REPO_ARG, str(GitRepo(tmp_path / "w").path)))
+    shown = admin.json("repo", "show", REPO_ARG)
+    assert (shown["prRefspec"], shown["testBranchPrefix"]) == (
+        "refs/pull/{number}/head",
+        "keepgreen-merge",
+    )
+
+
+@pytest.mark.parametrize(
+    ("refspec", "problem"),
+    [
+        ("pull/{number}/head", "must start with 'refs/'"),
+        ("refs/pull/*/head", "must not contain '*': it names the one ref of pull request {number}"),
+        ("refs/pull/head", "must contain {number} exactly once"),
+        ("refs/pull/{number}/{number}", "must contain {number} exactly once"),
+        ("refs/pull/{num}/{number}", "must not contain '{' or '}' other than in {number}"),
+        (
+            "refs/pull/{number}/he ad",
+            f"{GIT_REFUSES} 'refs/pull/1/he ad')",
+        ),
+        (
+            "refs/pull/{number}.lock",
+            f"{GIT_REFUSES} 'refs/pull/1.lock')",
+        ),
+        (
+            "refs/pull/{number}/",
+            f"{GIT_REFUSES} 'refs/pull/1/')",
+        ),
+    ],
+)
+def test_a_pr_refspec_git_would_not_take_is_refused_and_nothing_is_stored(
+    admin: Admin, tmp_path: Path, refspec: str, problem: str
+) -> None:
+    path = str(GitRepo(tmp_path / "w").path)
+    expected = f"pr-refspec {refspec!r} {problem}"
+    assert admin.refused(*add_args("acme", REPO_ARG, path, "--pr-refspec", refspec)) == expected
+    assert admin.json("repo", "list") == []
+    admin.ok(*add_args("acme", REPO_ARG, path, "--pr-refspec", GITLAB))
+    assert admin.refused("repo", "update", REPO_ARG, "--pr-refspec", refspec) == expected
+    assert admin.json("repo", "show", REPO_ARG)["prRefspec"] == GITLAB
+
+
+@pytest.mark.parametrize(
+    ("prefix", "problem"),
+    [
+        ("", "must not be empty"),
+        ("/trunk-merge", "must not start or end with '/'"),
+        ("trunk-merge/", "must not start or end with '/'"),
+        ("-merge", "must not start with '-'"),
+        ("trunk merge", None),
+        ("trunk..merge", None),
+        ("trunk.lock", None),
+        ("trunk~merge", None),
+        ("trunk//merge", None),
+    ],
+)
+def test_a_test_branch_prefix_git_would_not_take_is_refused_and_nothing_is_stored(
+    admin: Admin, tmp_path: Path, prefix: str, problem: str | None
+) -> None:
+    path = str(GitRepo(tmp_path / "w").path)
+    branch = f"{prefix}/pr-1/00000000-0000-0000-0000-000000000000"
+    expected = f"test-branch-prefix {prefix!r} " + (
+        problem
+        or f"does not make valid branch names (git check-ref-format --branch refuses {branch!r})"
+    )
+    args = add_args("acme", REPO_ARG, path, "--test-branch-prefix", prefix)
+    assert admin.refused(*args) == expected
+    assert admin.json("repo", "list") == []
+    admin.ok(*add_args("acme", REPO_ARG, path, "--test-branch-prefix", "trunk-merge"))
+    assert admin.refused("repo", "update", REPO_ARG, "--test-branch-prefix", prefix) == expected
+    assert admin.json("repo", "show", REPO_ARG)["testBranchPrefix"] == "trunk-merge"
+
+
+def test_a_prefix_with_slashes_inside_is_taken(admin: Admin, tmp_path: Path) -> None:
+    path = str(GitRepo(tmp_path / "w").path)
+    admin.ok(*add_args("acme", REPO_ARG, path, "--test-branch-prefix", "ci/merge-queue"))
+    assert admin.json("repo", "show", REPO_ARG)["testBranchPrefix"] == "ci/merge-queue"

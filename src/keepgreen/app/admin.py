@@ -16,6 +16,7 @@ from keepgreen.app.ports import (
     CodeHostError,
     CredentialFileError,
     IdFactory,
+    RefNameCheck,
     RepositoryLocator,
     RepositorySurvey,
     StoredToken,
@@ -25,8 +26,23 @@ from keepgreen.app.ports import (
 from keepgreen.core.enums import PrState, QueueState
 from keepgreen.core.git_urls import auth_problem, credentials_problem, redact_url
 from keepgreen.core.ids import OrgId, RepositoryId
-from keepgreen.core.model import NO_AUTH, GitAuth, Org, RepoRef, Repository
-from keepgreen.core.names import plain_name_problem, variable_name_problem
+from keepgreen.core.model import (
+    DEFAULT_PR_REFSPEC,
+    DEFAULT_TEST_BRANCH_PREFIX,
+    NO_AUTH,
+    GitAuth,
+    Org,
+    RepoRef,
+    Repository,
+)
+from keepgreen.core.names import (
+    branch_prefix_problem,
+    example_test_branch,
+    plain_name_problem,
+    pr_refspec_example,
+    pr_refspec_problem,
+    variable_name_problem,
+)
 
 TOKEN_PREFIX = "kg_"  # noqa: S105 (a prefix, not a secret)
 _ACTIVE_STATES = frozenset(state for state in PrState if not state.is_terminal)
@@ -115,6 +131,8 @@ class RepositoryChanges:
     ci_env: tuple[str, ...] | None = None
     auth: GitAuth = NO_AUTH
     clear_auth: bool = False
+    pr_refspec: str | None = None
+    test_branch_prefix: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,9 +151,11 @@ class AdminService:
         clock: Clock,
         new_id: IdFactory,
         locate: RepositoryLocator,
+        check_ref: RefNameCheck,
     ) -> None:
         self._uow = uow
         self._locate = locate
+        self._check_ref = check_ref
         self._clock = clock
         self._new_id = new_id
 
@@ -240,6 +260,8 @@ class AdminService:
         ci_command: str | None,
         ci_env: Sequence[str] = (),
         auth: GitAuth = NO_AUTH,
+        pr_refspec: str | None = None,
+        test_branch_prefix: str | None = None,
     ) -> Repository:
         """Register a repository with an org (created if new); see `register_repository`."""
         return self.register_repository(
@@ -249,6 +271,8 @@ class AdminService:
             ci_command=ci_command,
             ci_env=ci_env,
             auth=auth,
+            pr_refspec=pr_refspec,
+            test_branch_prefix=test_branch_prefix,
         ).info.repository
 
     def register_repository(
@@ -260,22 +284,30 @@ class AdminService:
         ci_command: str | None,
         ci_env: Sequence[str] = (),
         auth: GitAuth = NO_AUTH,
+        pr_refspec: str | None = None,
+        test_branch_prefix: str | None = None,
     ) -> Registration:
         """Register a repository with an org (created if new), once its git data can be read.
 
         The git URL must lead to a git repository (a local one is stored as its absolute path)
         that no other registration uses: two orgs on one repository would each see the
         other's pull requests and move the other's branches. Credentials never go in the URL;
-        `auth` names the files that hold them. 409 if `ref` or the repository is registered
-        already; 400 for a bad name, credentials in the URL, an unusable credential file, a
-        repository that cannot be read or a reserved variable.
+        `auth` names the files that hold them. `pr_refspec` names pull request N's ref
+        (`{number}` standing for N) and `test_branch_prefix` begins the test branches' names;
+        None takes the defaults. 409 if `ref` or the repository is registered already; 400 for
+        a bad name, credentials in the URL, an unusable credential file, a repository that
+        cannot be read, a reserved variable, or a PR refspec or prefix git would not take.
         """
         for field, value in (("host", ref.host), ("owner", ref.owner), ("name", ref.name)):
             problem = plain_name_problem(value)
             if problem is not None:
                 raise InvalidInput("invalid_field", f"{field} {problem}")
         variables = _checked_variables(ci_env)
-        survey = self._survey(git_url, auth)
+        refspec = self._checked_pr_refspec(DEFAULT_PR_REFSPEC if pr_refspec is None else pr_refspec)
+        prefix = self._checked_prefix(
+            DEFAULT_TEST_BRANCH_PREFIX if test_branch_prefix is None else test_branch_prefix
+        )
+        survey = self._survey(git_url, auth, refspec)
         with self._uow() as uow:
             org = self._ensure_org(uow, org_slug)
             if uow.repositories.find(org.id, ref) is not None:
@@ -290,6 +322,8 @@ class AdminService:
                 created_at=self._clock(),
                 ci_env=variables,
                 auth=survey.auth,
+                pr_refspec=refspec,
+                test_branch_prefix=prefix,
             )
             uow.repositories.add(repository)
             uow.commit()
@@ -317,12 +351,23 @@ class AdminService:
     def update_repository(
         self, ref: RepoRef, changes: RepositoryChanges, *, org_slug: str | None = None
     ) -> Registration:
-        """Change a repository's git URL, credentials or CI settings.
+        """Change a repository's git URL, credentials, PR refspec, test branch prefix or CI
+        settings.
 
-        A new URL or new credentials are checked as at registration (the repository must be
-        readable with them, and no other registration may use the URL), so the stored
-        repository always passed the checks it would pass today.
+        A new URL, new credentials or a new PR refspec are checked as at registration (the
+        repository must be readable with them, and no other registration may use the URL), so
+        the stored repository always passed the checks it would pass today. A new test branch
+        prefix names the runs made from then on: an open run keeps the branch name it was
+        given (stored on the run), so its branch is still deleted when it ends.
         """
+        refspec = (
+            None if changes.pr_refspec is None else (self._checked_pr_refspec(changes.pr_refspec))
+        )
+        prefix = (
+            None
+            if changes.test_branch_prefix is None
+            else (self._checked_prefix(changes.test_branch_prefix))
+        )
         with self._uow() as uow:
             current, _ = self._find(uow, ref, org_slug)
         auth = NO_AUTH if changes.clear_auth else current.auth
@@ -333,13 +378,16 @@ class AdminService:
             ssh_known_hosts=changes.auth.ssh_known_hosts or auth.ssh_known_hosts,
         )
         git_url = current.git_url if changes.git_url is None else changes.git_url
+        refspec = current.pr_refspec if refspec is None else refspec
         survey = None
-        if changes.git_url is not None or auth != current.auth:
-            survey = self._survey(git_url, auth)
+        if changes.git_url is not None or auth != current.auth or refspec != current.pr_refspec:
+            survey = self._survey(git_url, auth, refspec)
         updated = replace(
             current,
             git_url=current.git_url if survey is None else survey.location,
             auth=current.auth if survey is None else survey.auth,
+            pr_refspec=refspec,
+            test_branch_prefix=current.test_branch_prefix if prefix is None else prefix,
             ci_command=None
             if changes.clear_ci_command
             else (changes.ci_command or current.ci_command),
@@ -388,7 +436,31 @@ class AdminService:
 
     # -- helpers ----------------------------------------------------------------------------------
 
-    def _survey(self, git_url: str, auth: GitAuth) -> RepositorySurvey:
+    def _checked_pr_refspec(self, refspec: str) -> str:
+        """`refspec` when it names one ref per pull request that git takes; else a 400."""
+        problem = pr_refspec_problem(refspec)
+        if problem is None and not self._check_ref(pr_refspec_example(refspec)):
+            problem = (
+                f"is not a valid git ref name once {{number}} is replaced (git check-ref-format "
+                f"refuses {pr_refspec_example(refspec)!r})"
+            )
+        if problem is not None:
+            raise InvalidInput("invalid_field", f"pr-refspec {refspec!r} {problem}")
+        return refspec
+
+    def _checked_prefix(self, prefix: str) -> str:
+        """`prefix` when git takes the test branch names made with it; else a 400."""
+        problem = branch_prefix_problem(prefix)
+        if problem is None and not self._check_ref(example_test_branch(prefix), branch=True):
+            problem = (
+                "does not make valid branch names (git check-ref-format --branch refuses "
+                f"{example_test_branch(prefix)!r})"
+            )
+        if problem is not None:
+            raise InvalidInput("invalid_field", f"test-branch-prefix {prefix!r} {problem}")
+        return prefix
+
+    def _survey(self, git_url: str, auth: GitAuth, pr_refspec: str) -> RepositorySurvey:
         """Check the URL and credentials, then read the repository; each refusal a 400."""
         if not git_url.strip():
             raise InvalidInput("invalid_field", "git-url must not be empty")
@@ -396,7 +468,7 @@ class AdminService:
         if problem is not None:
             raise InvalidInput("invalid_git_url", problem)
         try:
-            return self._locate(git_url, auth=auth)
+            return self._locate(git_url, auth=auth, pr_refspec=pr_refspec)
         except CredentialFileError as error:
             raise InvalidInput("invalid_git_auth", str(error)) from error
         except CodeHostError as error:

@@ -65,7 +65,11 @@ class QueueEngine:
             statuses=statuses,
             in_flight=tuple(effect for _, effect in uow.effects.list(queue.id)),
         )
-        return Loaded(repository, state, Policy(has_built_in_ci=repository.ci_command is not None))
+        policy = Policy(
+            has_built_in_ci=repository.ci_command is not None,
+            test_branch_prefix=repository.test_branch_prefix,
+        )
+        return Loaded(repository, state, policy)
 
     def advance(self, uow: UnitOfWork, queue: Queue, event: Event) -> Decision:
         """Decide `event` for `queue` and write the result into the caller's transaction."""

@@ -22,6 +22,7 @@ from keepgreen.core.enums import (
 )
 from keepgreen.core.ids import OrgId, PullRequestId, QueueId, RepositoryId, TestRunId
 from keepgreen.core.model import (
+    DEFAULT_PR_REFSPEC,
     ChainLink,
     CommitStatus,
     GitAuth,
@@ -74,7 +75,8 @@ class CodeHost(Protocol):
     """What the queue needs to know from where the code lives."""
 
     def pull_request(self, repo: Repository, number: int) -> PullRequestInfo | None:
-        """The PR's head, title and author; None when the PR does not exist.
+        """The PR's head, title and author; None when the PR does not exist (no ref
+        `repo.pull_request_ref(number)`).
 
         Raises CodeHostError when the repository itself cannot be read.
         """
@@ -181,18 +183,30 @@ class RepositorySurvey:
     auth: GitAuth  # the credentials as they will be stored (file paths made absolute)
     branches: int  # refs/heads/*
     default_branch: str | None  # the branch HEAD names; None when HEAD names no branch
-    pull_requests: int  # refs/pull/<n>/head
+    pull_requests: int  # refs named by the PR refspec (refs/pull/<n>/head by default)
 
 
 class RepositoryLocator(Protocol):
     """Checks that a repository's git data can be read, before it is registered."""
 
-    def __call__(self, git_url: str, /, *, auth: GitAuth) -> RepositorySurvey:
+    def __call__(
+        self, git_url: str, /, *, auth: GitAuth, pr_refspec: str = DEFAULT_PR_REFSPEC
+    ) -> RepositorySurvey:
         """Read the repository's refs at `git_url`, signing in with `auth` (whose files are
-        checked first), and say what is there.
+        checked first), and say what is there (pull requests as `pr_refspec` names them).
 
         Raises CredentialFileError for a credential file that cannot be used, CodeHostError
         when no git repository can be read there; each with one sentence and no secret.
+        """
+        ...
+
+
+class RefNameCheck(Protocol):
+    """git's own verdict on a name (`git check-ref-format`), for the names an operator sets."""
+
+    def __call__(self, name: str, /, *, branch: bool = False) -> bool:
+        """Whether git takes `name` as a full ref name (`refs/...`), or with `branch` as a
+        branch name.
         """
         ...
 

@@ -224,7 +224,7 @@ class PullRequestService:
             raise NotFound(
                 "pull_request_not_found",
                 f"pull request #{number} does not exist in {repository.ref} "
-                f"(no ref refs/pull/{number}/head)",
+                f"(no ref {repository.pull_request_ref(number)})",
             )
         return info
 

@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from keepgreen.cli.client import parse_repo
-from keepgreen.core.model import GitAuth, RepoRef
+from keepgreen.core.model import GitAuth, RepoRef, Repository
 
 if TYPE_CHECKING:
     from keepgreen.app.admin import (
@@ -83,6 +83,25 @@ SshKnownHosts = Annotated[
         "--ssh-known-hosts",
         metavar="PATH",
         help="known_hosts file holding the server's host key (checked strictly).",
+        show_default=False,
+    ),
+]
+PrRefspec = Annotated[
+    str | None,
+    typer.Option(
+        "--pr-refspec",
+        metavar="REF",
+        help="The ref of pull request {number} on the git server, e.g. "
+        "'refs/merge-requests/{number}/head' for GitLab [default: refs/pull/{number}/head].",
+        show_default=False,
+    ),
+]
+TestBranchPrefix = Annotated[
+    str | None,
+    typer.Option(
+        "--test-branch-prefix",
+        metavar="PREFIX",
+        help="Test branches are pushed as PREFIX/pr-<N>/<test run id> [default: keepgreen-merge].",
         show_default=False,
     ),
 ]
@@ -234,6 +253,8 @@ def _repo_commands(repo_app: typer.Typer, open_container: ContainerFactory) -> N
         git_username: GitUsername = None,
         ssh_key_file: SshKeyFile = None,
         ssh_known_hosts: SshKnownHosts = None,
+        pr_refspec: PrRefspec = None,
+        test_branch_prefix: TestBranchPrefix = None,
     ) -> None:
         """Register a repository with an org, once its git data can be read."""
         auth = GitAuth(
@@ -250,11 +271,13 @@ def _repo_commands(repo_app: typer.Typer, open_container: ContainerFactory) -> N
                 ci_command=ci_command,
                 ci_env=ci_env or (),
                 auth=auth,
+                pr_refspec=pr_refspec,
+                test_branch_prefix=test_branch_prefix,
             )
         info = registration.info
         typer.echo(f"Registered {info.repository.ref} ({info.git_url}) with org {org!r}.")
         if registration.survey is not None:
-            typer.echo(_found(registration.survey))
+            typer.echo(_found(registration.survey, info.repository))
 
     @repo_app.command("list")
     def repo_list(org: OrgFilter = None, json_output: JsonFlag = False) -> None:
@@ -268,7 +291,8 @@ def _repo_commands(repo_app: typer.Typer, open_container: ContainerFactory) -> N
             typer.echo("No repositories." if org is None else f"No repositories in org {org!r}.")
             return
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-        for column in ("repository", "org", "git url", "sign-in", "CI command", "queues"):
+        columns = ("repository", "org", "git url", "sign-in", "PR refs", "test branches")
+        for column in (*columns, "CI command", "queues"):
             table.add_column(column, overflow="fold")
         for info in repositories:
             table.add_row(
@@ -276,6 +300,8 @@ def _repo_commands(repo_app: typer.Typer, open_container: ContainerFactory) -> N
                 Text(info.org),
                 Text(info.git_url),
                 _auth_kind(info.repository.auth),
+                Text(info.repository.pr_refspec),
+                Text(_test_branches(info.repository)),
                 Text(info.repository.ci_command or NONE),
                 Text(_queues_text(info.queues) or NONE),
             )
@@ -283,7 +309,7 @@ def _repo_commands(repo_app: typer.Typer, open_container: ContainerFactory) -> N
 
     @repo_app.command("show")
     def repo_show(ref: RefArgument, org: OrgChoice = None, json_output: JsonFlag = False) -> None:
-        """Show one repository: its git URL, credentials (by path), CI and queues."""
+        """Show one repository: its git URL, credentials (by path), refs, CI and queues."""
         with _service(open_container) as container:
             info = container.admin.show_repository(ref, org_slug=org)
         if json_output:
@@ -315,6 +341,8 @@ def _repo_change_commands(repo_app: typer.Typer, open_container: ContainerFactor
         git_username: GitUsername = None,
         ssh_key_file: SshKeyFile = None,
         ssh_known_hosts: SshKnownHosts = None,
+        pr_refspec: PrRefspec = None,
+        test_branch_prefix: TestBranchPrefix = None,
         no_git_auth: Annotated[
             bool,
             typer.Option(
@@ -323,7 +351,9 @@ def _repo_change_commands(repo_app: typer.Typer, open_container: ContainerFactor
             ),
         ] = False,
     ) -> None:
-        """Change a repository's git URL, credentials or built-in CI settings."""
+        """Change a repository's git URL, credentials, PR refspec, test branch prefix or
+        built-in CI settings.
+        """
         from keepgreen.app.admin import RepositoryChanges
 
         if ci_command is not None and no_ci_command:
@@ -342,6 +372,8 @@ def _repo_change_commands(repo_app: typer.Typer, open_container: ContainerFactor
                 ssh_known_hosts=ssh_known_hosts,
             ),
             clear_auth=no_git_auth,
+            pr_refspec=pr_refspec,
+            test_branch_prefix=test_branch_prefix,
         )
         if changes == RepositoryChanges():
             _usage("nothing to change; give at least one option (see --help)")
@@ -393,7 +425,7 @@ _CREDENTIALS_IN_URL = (
 )
 
 
-def _found(survey: RepositorySurvey) -> str:
+def _found(survey: RepositorySurvey, repository: Repository) -> str:
     """What the reachability check found, as one line."""
     default = (
         f"default branch {survey.default_branch}"
@@ -403,7 +435,7 @@ def _found(survey: RepositorySurvey) -> str:
     return (
         f"Found {_count(survey.branches, 'branch', 'branches')} ({default}) and "
         f"{_count(survey.pull_requests, 'pull request ref', 'pull request refs')} "
-        "(refs/pull/*/head)."
+        f"({repository.pr_refspec.replace('{number}', '*')})."
     )
 
 
@@ -411,7 +443,7 @@ def _updated(registration: Registration) -> None:
     info = registration.info
     typer.echo(f"Updated {info.repository.ref} of org {info.org!r}.")
     if registration.survey is not None:
-        typer.echo(_found(registration.survey))
+        typer.echo(_found(registration.survey, info.repository))
     _console().print(_repository_view(info))
 
 
@@ -436,6 +468,8 @@ def _repository_view(info: RepositoryInfo) -> Table:
     if auth.ssh_known_hosts is not None:
         rows.append(("ssh known hosts", auth.ssh_known_hosts))
     rows += [
+        ("PR refs", repository.pr_refspec),
+        ("test branches", _test_branches(repository)),
         ("CI command", repository.ci_command or "(none: statuses come from external CI)"),
         ("CI variables", ", ".join(repository.ci_env) or "(none)"),
         ("registered", _when(repository.created_at)),
@@ -460,6 +494,8 @@ def _repository_json(info: RepositoryInfo) -> dict[str, Any]:
         "gitTokenFile": repository.auth.token_file,
         "sshKeyFile": repository.auth.ssh_key_file,
         "sshKnownHosts": repository.auth.ssh_known_hosts,
+        "prRefspec": repository.pr_refspec,
+        "testBranchPrefix": repository.test_branch_prefix,
         "ciCommand": repository.ci_command,
         "ciEnv": list(repository.ci_env),
         "createdAt": _iso(repository.created_at),
@@ -468,6 +504,10 @@ def _repository_json(info: RepositoryInfo) -> dict[str, Any]:
             for q in info.queues
         ],
     }
+
+
+def _test_branches(repository: Repository) -> str:
+    return f"{repository.test_branch_prefix}/pr-<N>/<run id>"
 
 
 def _auth_kind(auth: GitAuth) -> str:

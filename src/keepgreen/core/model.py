@@ -86,6 +86,10 @@ class Repository:
     pr_refspec: str = DEFAULT_PR_REFSPEC
     test_branch_prefix: str = DEFAULT_TEST_BRANCH_PREFIX
 
+    def pull_request_ref(self, number: int) -> str:
+        """The ref of pull request `number` (`refs/pull/<number>/head` by default)."""
+        return self.pr_refspec.format(number=number)
+
 
 @dataclass(frozen=True, slots=True)
 class QueueConfig:

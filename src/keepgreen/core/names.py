@@ -72,3 +72,50 @@ def variable_name_problem(name: str) -> str | None:
     if is_reserved_variable(name):
         return "is one of keepgreen's own settings, which PR code never gets"
     return None
+
+
+# A repository's PR refspec names one ref per pull request: `{number}` stands for the number.
+PR_NUMBER_FIELD = "{number}"
+
+
+def pr_refspec_problem(refspec: str) -> str | None:
+    """Why `refspec` cannot name pull request refs, or None. git's own ref-name rules are
+    checked apart (by `git check-ref-format` on `pr_refspec_example(refspec)`).
+    """
+    if len(refspec) > MAX_NAME_LENGTH:
+        return f"must be at most {MAX_NAME_LENGTH} characters"
+    if not refspec.startswith("refs/"):
+        return "must start with 'refs/'"
+    if "*" in refspec:
+        return "must not contain '*': it names the one ref of pull request {number}"
+    if refspec.count(PR_NUMBER_FIELD) != 1:
+        return "must contain {number} exactly once"
+    rest = refspec.replace(PR_NUMBER_FIELD, "")
+    if "{" in rest or "}" in rest:
+        return "must not contain '{' or '}' other than in {number}"
+    return None
+
+
+def pr_refspec_example(refspec: str) -> str:
+    """The ref `refspec` names for pull request 1: what git's ref-name rules are checked on."""
+    return refspec.replace(PR_NUMBER_FIELD, "1")
+
+
+def branch_prefix_problem(prefix: str) -> str | None:
+    """Why `prefix` cannot begin test branch names, or None. git's own branch-name rules are
+    checked apart (by `git check-ref-format --branch` on `example_test_branch(prefix)`).
+    """
+    if not prefix:
+        return "must not be empty"
+    if len(prefix) > MAX_NAME_LENGTH - len("/pr-N/<test run id>"):
+        return "is too long for a branch name"
+    if prefix.startswith("/") or prefix.endswith("/"):
+        return "must not start or end with '/'"
+    if prefix.startswith("-"):
+        return "must not start with '-'"
+    return None
+
+
+def example_test_branch(prefix: str) -> str:
+    """A test branch name made with `prefix`, as the scheduler makes them."""
+    return f"{prefix}/pr-1/00000000-0000-0000-0000-000000000000"

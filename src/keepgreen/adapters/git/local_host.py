@@ -1,4 +1,5 @@
-"""The built-in code host: pull request N of a repository is its ref `refs/pull/N/head`.
+"""The built-in code host: pull request N of a repository is the ref its PR refspec names
+(`refs/pull/N/head` unless the repository sets another).
 
 Reads and writes go straight to the repository at `git_url` (a local path or file:// URL, bare
 or not). Merges never need a work tree: `git merge-tree --write-tree` (git >= 2.38) and
@@ -70,9 +71,11 @@ class LocalGitHost:
         self._telemetry = telemetry
 
     def pull_request(self, repo: Repository, number: int) -> PullRequestInfo | None:
-        """The PR's head, title and author; None when `refs/pull/<number>/head` is missing."""
+        """The PR's head, title and author; None when its ref (`repo.pull_request_ref`) is
+        missing.
+        """
         git = self._open(repo)
-        sha = git.resolve(f"refs/pull/{number}/head")
+        sha = git.resolve(repo.pull_request_ref(number))
         if sha is None:
             return None
         shown = git.run("show", "-s", f"--format=%s{_FIELD_SEPARATOR}%an", sha, check=True)

@@ -1,21 +1,27 @@
 """The code host for repositories on a git server, worked on through a bare mirror per repository.
 
 Reads, test commits and landings happen in `<data dir>/git/mirrors/<repository id>.git` exactly as
-the local host does them in a local repository; the mirror is brought up to date by a fetch (at
-most one per short interval) and the server learns of keepgreen's work by pushes: test branches
-by a forced push of keepgreen's own refs, the target branch only by `--force-with-lease` from the
-tip the queue tested on. The mirror keeps no remote and no URL in its config: every network call
-names the URL and gets its credentials from `credentials.remote_git_environment`.
+the local host does them in a local repository. The mirror is brought up to date by fetches that
+name exactly the refs the passes read: the host remembers, per repository, the branches and pull
+requests it was asked about (each for `WANTED_SECONDS` after it was last asked), and fetches
+them all in one `git fetch` at most once per fetch interval; a read of a ref it was not asked
+about before fetches that ref at once. The server learns of keepgreen's work by pushes: test
+branches by a forced push of keepgreen's own refs (made in the mirror, so never fetched), the
+target branch only by `--force-with-lease` from the tip the queue tested on. The mirror keeps no
+remote and no URL in its config: every network call names the URL and gets its credentials
+from `credentials.remote_git_environment`.
 """
 
 from __future__ import annotations
 
 import fcntl
+import re
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from keepgreen.adapters.git import merging
@@ -35,18 +41,36 @@ from keepgreen.app.ports import (
     LandResult,
     TestCommit,
 )
-from keepgreen.app.telemetry import Telemetry
+from keepgreen.app.telemetry import GitResult, Telemetry
 from keepgreen.core.enums import Mergeability
 from keepgreen.core.git_urls import redact_url
 from keepgreen.core.model import PullRequestInfo, Repository
 
-# Branches and PR heads; `--prune` drops what the server deleted.
-FETCH_REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/pull/*/head:refs/pull/*/head")
 # A pass reads a repository many times (each PR's head, the target's tip): one fetch serves them.
 FETCH_INTERVAL_SECONDS = 1.0
+# A branch or pull request no read asked about for this long is no longer fetched.
+WANTED_SECONDS = 600.0
+# How a fetch is kept cheap on a long history and many refs: no tags; negotiation starts from the
+# mirror's copies of the wanted refs only (not from every test branch and old PR ref) and skips
+# through history instead of walking it commit by commit; no check of which updates were forced
+# (it walks history); no FETCH_HEAD, no gc. `--prune` is not used: with exact refspecs a ref gone
+# from the server fails the fetch rather than being pruned, and is handled below.
+_FETCH_OPTIONS = (
+    "-c",
+    "fetch.negotiationAlgorithm=skipping",
+    "fetch",
+    "--quiet",
+    "--no-tags",
+    "--no-write-fetch-head",
+    "--no-auto-gc",
+    "--no-show-forced-updates",
+    "--no-recurse-submodules",
+)
 _GONE_ON_SERVER = "remote ref does not exist"
 _SERVER_REJECTED = "[remote rejected]"
 _MAX_SENTENCE = 500
+# What git says (and then fetches nothing) when an exact refspec names a ref the server lacks.
+_MISSING_REMOTE_REF = re.compile(r"couldn't find remote ref (\S+)", re.IGNORECASE)
 
 
 def mirror_path(data_dir: Path, repository_id: str) -> Path:
@@ -59,6 +83,39 @@ def is_remote(repo: Repository) -> bool:
     return local_path(repo.git_url) is None
 
 
+@dataclass
+class _Wanted:
+    """What the reads of one repository asked of its server, and how fresh the mirror is.
+
+    Times are the host's monotonic clock; a fetch's time is when it began, so a ref counts as
+    no fresher than the server's state at that moment.
+    """
+
+    asked: dict[str, float] = field(default_factory=dict)  # ref -> when a read last asked
+    fetched: dict[str, float] = field(default_factory=dict)  # ref -> its last fetch
+    gone: set[str] = field(default_factory=set)  # refs the last fetch of them did not find
+    all_fetched_at: float | None = None  # the last fetch of every wanted ref
+
+    def ask(self, refs: Sequence[str], now: float, *, fresh: Callable[[str], bool]) -> None:
+        """Note that `refs` are wanted from `now` on; a ref found gone is answered "gone"
+        (and not wanted) until that answer is stale, so the reads that learn of it do not
+        make every fetch ask for it again.
+        """
+        for ref in refs:
+            if ref in self.gone and fresh(ref):
+                continue
+            self.gone.discard(ref)
+            self.asked[ref] = now
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    refs: tuple[str, ...]  # what this fetch asks the server for
+    tips: tuple[str, ...]  # the wanted refs: negotiation starts from the mirror's copies
+    started: float
+    everything: bool  # every wanted ref, not only the ones just asked about
+
+
 class RemoteGitHost:
     """The MergeHost port over repositories on a git server (http(s)://, git://, ssh://, scp)."""
 
@@ -68,16 +125,18 @@ class RemoteGitHost:
         data_dir: Path,
         telemetry: Telemetry | None = None,
         fetch_interval: float = FETCH_INTERVAL_SECONDS,
+        wanted_seconds: float = WANTED_SECONDS,
         timeout: float = REMOTE_TIMEOUT_SECONDS,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._data_dir = data_dir
         self._telemetry = telemetry
         self._fetch_interval = fetch_interval
+        self._wanted_seconds = wanted_seconds
         self._timeout = timeout
         self._monotonic = monotonic
-        self._fetched_at: dict[str, float] = {}
-        self._fetched_lock = threading.Lock()
+        self._wanted: dict[str, _Wanted] = {}
+        self._wanted_lock = threading.Lock()
         # The mirror's reads are the local host's reads on the mirror's git dir.
         self._reads = _MirrorReads(self)
 
@@ -85,23 +144,33 @@ class RemoteGitHost:
 
     def pull_request(self, repo: Repository, number: int) -> PullRequestInfo | None:
         """The PR's head, title and author as the server has them; None when its ref is gone."""
+        self._ensure(repo, [repo.pull_request_ref(number)])
         return self._reads.pull_request(repo, number)
 
     def mergeability(self, repo: Repository, *, head_sha: str, target_branch: str) -> Mergeability:
         """Whether `head_sha` merges cleanly onto the server's target tip."""
+        self._ensure(repo, [f"refs/heads/{target_branch}"])
         return self._reads.mergeability(repo, head_sha=head_sha, target_branch=target_branch)
 
     def branch_tip(self, repo: Repository, branch: str) -> str | None:
-        """The server's `refs/heads/<branch>` (as of the last fetch, at most an interval ago)."""
+        """The server's `refs/heads/<branch>` (as of the last fetch, at most an interval ago);
+        None when the server has no such branch.
+        """
+        self._ensure(repo, [f"refs/heads/{branch}"])
         return self._reads.branch_tip(repo, branch)
 
     def is_up_to_date(self, repo: Repository, *, head_sha: str, target_branch: str) -> bool:
         """Whether the server's target tip is an ancestor of (or equal to) `head_sha`."""
+        self._ensure(repo, [f"refs/heads/{target_branch}"])
         return self._reads.is_up_to_date(repo, head_sha=head_sha, target_branch=target_branch)
 
     def tree_of(self, repo: Repository, commit: str) -> str:
-        """The tree id of `commit`, read in the mirror."""
-        return self._reads.tree_of(repo, commit)
+        """The tree id of `commit`, read in the mirror (fetched again once if it is missing)."""
+        try:
+            return self._reads.tree_of(repo, commit)
+        except CodeHostError:
+            self._ensure(repo, [], force=True)
+            return self._reads.tree_of(repo, commit)
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -112,8 +181,13 @@ class RemoteGitHost:
         server as `refs/heads/<branch>`, replacing what keepgreen pushed there before.
         """
         git = self.mirror(repo)
+        heads = [repo.pull_request_ref(number) for number, _ in prs]
         with self._locked(repo):
-            self._fetch_if_stale(repo, git)  # the base and the heads must be in the mirror
+            # The base and the heads were read through the mirror, so they are there, unless
+            # another process asked for them: then fetch every wanted ref (the base's branch too).
+            self._note(repo, heads)
+            if not _has_commits(git, [base_sha, *(sha for _, sha in prs)]):
+                self._fetch_wanted(repo, git, heads, force=True)
             built = merging.build_test_commit(git, base_sha=base_sha, prs=prs, branch=branch)
             if isinstance(built, BuildConflict):
                 return built
@@ -133,12 +207,15 @@ class RemoteGitHost:
 
     def land(self, repo: Repository, landing: Landing) -> LandResult:
         """Build the landing commit in the mirror and move the server's target branch to it by
-        `--force-with-lease` from the tip read just before; a refused push re-reads the server
-        and answers as the local host does for a branch that moved.
+        `--force-with-lease` from the mirror's tip; a refused push fetches again and answers
+        as the local host does for a branch that moved.
         """
         git = self.mirror(repo)
+        target = f"refs/heads/{landing.target_branch}"
         with self._locked(repo):
-            self._fetch(repo, git)
+            # The lease makes the push safe however old the mirror's tip is; fresh, it spares a
+            # push that would be refused.
+            self._fetch_wanted(repo, git, [target])
 
             def swap(git: Git, ref: str, new: str, old: str, reason: str) -> bool:
                 result = self._push(
@@ -151,7 +228,7 @@ class RemoteGitHost:
                 refusal = _refusal(result.stdout, ref)
                 if refusal is None:
                     raise failure(repo.git_url, repo.auth, result.stderr)
-                self._fetch(repo, git)
+                self._fetch_wanted(repo, git, [ref], force=True)
                 # A branch that moved explains any refusal (the lease, or a ref lock lost to a
                 # concurrent push); one still at `old` was refused by the server's own rule.
                 if refusal.startswith(_SERVER_REJECTED) and git.resolve(ref) == old:
@@ -186,50 +263,140 @@ class RemoteGitHost:
                 )
         return Git(path, telemetry=self._telemetry)
 
-    def synced(self, repo: Repository) -> Git:
-        """The mirror, fetched from the server unless it was within the fetch interval."""
+    def _ensure(self, repo: Repository, refs: Sequence[str], *, force: bool = False) -> Git:
+        """The mirror, holding `refs` as the server had them at most a fetch interval ago
+        (or all wanted refs fetched now, with `force`).
+        """
         git = self.mirror(repo)
+        if self._note(repo, refs) and not force:
+            return git
         with self._locked(repo):
-            self._fetch_if_stale(repo, git)
+            self._fetch_wanted(repo, git, refs, force=force)
         return git
 
-    def _fetch_if_stale(self, repo: Repository, git: Git) -> None:
-        with self._fetched_lock:
-            last = self._fetched_at.get(str(repo.id))
-        if last is None or self._monotonic() - last >= self._fetch_interval:
-            self._fetch(repo, git)
+    def _note(self, repo: Repository, refs: Sequence[str]) -> bool:
+        """Remember that `refs` are wanted; whether the mirror holds them all fresh."""
+        now = self._monotonic()
+        with self._wanted_lock:
+            wanted = self._wanted.setdefault(str(repo.id), _Wanted())
+            wanted.ask(refs, now, fresh=lambda ref: self._is_fresh(wanted, ref, now))
+            return all(self._is_fresh(wanted, ref, now) for ref in refs)
 
-    def _fetch(self, repo: Repository, git: Git) -> None:
-        run_remote_git(
-            [
-                f"--git-dir={git.git_dir}",
+    def _is_fresh(self, wanted: _Wanted, ref: str, now: float) -> bool:
+        fetched = wanted.fetched.get(ref)
+        return fetched is not None and now - fetched < self._fetch_interval
+
+    def _fetch_wanted(
+        self, repo: Repository, git: Git, refs: Sequence[str], *, force: bool = False
+    ) -> None:
+        """Fetch what is stale (the caller holds the mirror's lock): every wanted ref when the
+        last such fetch is an interval old (or with `force`), else only the stale ones of `refs`.
+        """
+        now = self._monotonic()
+        with self._wanted_lock:
+            wanted = self._wanted.setdefault(str(repo.id), _Wanted())
+            wanted.ask(refs, now, fresh=lambda ref: self._is_fresh(wanted, ref, now))
+            if not force and all(self._is_fresh(wanted, ref, now) for ref in refs):
+                return  # another thread fetched them while this one waited for the lock
+            for ref, asked in list(wanted.asked.items()):
+                if now - asked >= self._wanted_seconds:
+                    del wanted.asked[ref]
+                    wanted.fetched.pop(ref, None)
+            for ref in [ref for ref in wanted.gone if not self._is_fresh(wanted, ref, now)]:
+                wanted.gone.discard(ref)
+                wanted.fetched.pop(ref, None)
+            last = wanted.all_fetched_at
+            everything = force or last is None or now - last >= self._fetch_interval
+            stale = [
+                ref for ref in refs if ref in wanted.asked and not self._is_fresh(wanted, ref, now)
+            ]
+            plan = _Plan(
+                refs=tuple(sorted(wanted.asked)) if everything else tuple(stale),
+                tips=tuple(sorted(wanted.asked)),
+                started=now,
+                everything=everything,
+            )
+        fetched, gone = self._fetch(repo, git, plan)
+        with self._wanted_lock:
+            wanted = self._wanted.setdefault(str(repo.id), _Wanted())
+            if plan.everything or wanted.all_fetched_at is None:
+                wanted.all_fetched_at = plan.started
+            # A ref fetched alone goes stale with the others, so that one fetch serves them all.
+            stamp = wanted.all_fetched_at
+            for ref in fetched:
+                wanted.fetched[ref] = stamp
+                wanted.gone.discard(ref)
+            for ref in gone:
+                wanted.fetched[ref] = stamp
+                wanted.gone.add(ref)
+                wanted.asked.pop(ref, None)
+
+    def _fetch(self, repo: Repository, git: Git, plan: _Plan) -> tuple[list[str], list[str]]:
+        """One `git fetch` of `plan.refs` into the same names in the mirror; the refs fetched,
+        and those the server no longer has (deleted from the mirror too). A ref the server
+        lacks fails a fetch as a whole, so it is dropped and the rest fetched again.
+        """
+        remaining, gone = list(plan.refs), []
+        # Each tip as a glob matching exactly that ref: a tip the mirror lacks is then skipped
+        # (with a warning) instead of failing the fetch.
+        tips = [f"--negotiation-tip={_exact_glob(ref)}" for ref in plan.tips]
+        while remaining:
+            result = self._remote(
                 "fetch",
-                "--quiet",
-                "--prune",
-                "--no-tags",
-                "--no-write-fetch-head",
-                "--no-auto-gc",
-                repo.git_url,
-                *FETCH_REFSPECS,
-            ],
-            url=repo.git_url,
-            auth=repo.auth,
-            timeout=self._timeout,
-        )
-        with self._fetched_lock:
-            self._fetched_at[str(repo.id)] = self._monotonic()
+                [
+                    f"--git-dir={git.git_dir}",
+                    *_FETCH_OPTIONS,
+                    *tips,
+                    repo.git_url,
+                    *(f"+{ref}:{ref}" for ref in remaining),
+                ],
+                repo,
+                check=False,
+            )
+            if result.returncode == 0:
+                break
+            found = _MISSING_REMOTE_REF.search(result.stderr)
+            missing = found.group(1).strip("'\"") if found else None
+            if missing not in remaining:
+                raise failure(repo.git_url, repo.auth, result.stderr)
+            remaining.remove(missing)
+            gone.append(missing)
+        if gone:
+            # The mirror forgets them as the server did: reads answer "no such PR / branch".
+            git.run(
+                "update-ref", "--stdin", stdin="".join(f"delete {r}\n" for r in gone), check=True
+            )
+        return remaining, gone
 
     def _push(
         self, repo: Repository, refspecs: Sequence[str], *, check: bool = True
     ) -> RemoteResult:
         git_dir = mirror_path(self._data_dir, str(repo.id))
-        return run_remote_git(
+        return self._remote(
+            "push",
             [f"--git-dir={git_dir}", "push", "--porcelain", repo.git_url, *refspecs],
-            url=repo.git_url,
-            auth=repo.auth,
-            timeout=self._timeout,
+            repo,
             check=check,
         )
+
+    def _remote(
+        self, operation: str, args: Sequence[str], repo: Repository, *, check: bool
+    ) -> RemoteResult:
+        """`run_remote_git`, counted and timed into telemetry as `operation`."""
+        started = time.perf_counter()
+        outcome: GitResult = "error"
+        try:
+            result = run_remote_git(
+                args, url=repo.git_url, auth=repo.auth, timeout=self._timeout, check=check
+            )
+            outcome = "ok" if result.returncode == 0 else "exit_nonzero"
+            return result
+        except CodeHostError:
+            outcome = "exit_nonzero"
+            raise
+        finally:
+            if self._telemetry is not None:
+                self._telemetry.git_call(operation, time.perf_counter() - started, outcome)
 
     @contextmanager
     def _locked(self, repo: Repository) -> Iterator[None]:
@@ -242,6 +409,25 @@ class RemoteGitHost:
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _exact_glob(ref: str) -> str:
+    """A glob matching `ref` alone: its last character as a bracket expression (refs hold no
+    `[`, `*` or `?`, so the rest matches itself).
+    """
+    last = ref[-1]
+    return f"{ref[:-1]}[{last}]" if last.isalnum() else f"{ref[:-1]}?"
+
+
+def _has_commits(git: Git, shas: Sequence[str]) -> bool:
+    """Whether the mirror holds every commit of `shas`, by one `git cat-file --batch-check`."""
+    result = git.run("cat-file", "--batch-check", stdin="".join(f"{sha}\n" for sha in shas))
+    lines = result.stdout.splitlines()
+    return (
+        result.returncode == 0
+        and len(lines) == len(shas)
+        and not any(line.endswith(" missing") for line in lines)
+    )
 
 
 def _refusal(porcelain: str, ref: str) -> str | None:
@@ -279,14 +465,14 @@ def _rejection_sentence(repo: Repository, ref: str, refusal: str, stderr: str) -
 
 
 class _MirrorReads(LocalGitHost):
-    """The local host's reads, done in a remote repository's freshly fetched mirror."""
+    """The local host's reads, done in a remote repository's mirror (fetched by the host)."""
 
     def __init__(self, host: RemoteGitHost) -> None:
         super().__init__()
         self._host = host
 
     def _open(self, repo: Repository) -> Git:
-        return self._host.synced(repo)
+        return self._host.mirror(repo)  # the host fetched what the read needs
 
 
 class CodeHosts:

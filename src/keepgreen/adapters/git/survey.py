@@ -1,6 +1,6 @@
 """The RepositoryLocator port: before a registration, read the repository's refs and say what
-is there (branches, where HEAD points, pull request refs); a local repository with git in
-place, a remote one with `git ls-remote` and the repository's credentials.
+is there (branches, where HEAD points, pull request refs as the PR refspec names them); a local
+repository with git in place, a remote one with `git ls-remote` and the repository's credentials.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from keepgreen.adapters.git.merging import Git
 from keepgreen.adapters.git.remote import REMOTE_TIMEOUT_SECONDS, run_remote_git
 from keepgreen.app.ports import CodeHostError, RepositorySurvey
 from keepgreen.core.git_urls import GitUrlKind, git_url_kind, redact_url
-from keepgreen.core.model import GitAuth
+from keepgreen.core.model import DEFAULT_PR_REFSPEC, GitAuth
+from keepgreen.core.names import PR_NUMBER_FIELD
 
-_PULL_REQUEST_REF = re.compile(r"refs/pull/\d+/head")
 _BRANCH_PREFIX = "refs/heads/"
 
 
@@ -27,7 +27,9 @@ class RepositorySurveyor:
     def __init__(self, *, timeout: float = REMOTE_TIMEOUT_SECONDS) -> None:
         self._timeout = timeout
 
-    def __call__(self, git_url: str, /, *, auth: GitAuth) -> RepositorySurvey:
+    def __call__(
+        self, git_url: str, /, *, auth: GitAuth, pr_refspec: str = DEFAULT_PR_REFSPEC
+    ) -> RepositorySurvey:
         if git_url.startswith("-"):
             raise CodeHostError("it starts with '-', which git would read as an option")
         kind = git_url_kind(git_url)
@@ -43,7 +45,7 @@ class RepositorySurveyor:
         else:
             location = git_url
             refs, head = self._remote_refs(git_url, checked)
-        return summarize(location, checked, refs, head)
+        return summarize(location, checked, refs, head, pr_refspec=pr_refspec)
 
     def _remote_refs(self, url: str, auth: GitAuth) -> tuple[list[str], str | None]:
         # `--symref` adds `ref: refs/heads/main<TAB>HEAD` when the server tells where HEAD is.
@@ -69,9 +71,18 @@ def _local_refs(path: Path) -> tuple[list[str], str | None]:
 
 
 def summarize(
-    location: str, auth: GitAuth, refs: Iterable[str], head: str | None
+    location: str,
+    auth: GitAuth,
+    refs: Iterable[str],
+    head: str | None,
+    *,
+    pr_refspec: str = DEFAULT_PR_REFSPEC,
 ) -> RepositorySurvey:
-    """Count branches and pull request refs; HEAD's branch is the default one."""
+    """Count branches and the pull request refs `pr_refspec` names; HEAD's branch is the
+    default one.
+    """
+    before, _, after = pr_refspec.partition(PR_NUMBER_FIELD)
+    pull_request_ref = re.compile(re.escape(before) + r"[0-9]+" + re.escape(after))
     names = set(refs)
     branches = {name for name in names if name.startswith(_BRANCH_PREFIX)}
     default = head.removeprefix(_BRANCH_PREFIX) if head and head in branches else None
@@ -80,5 +91,5 @@ def summarize(
         auth=auth,
         branches=len(branches),
         default_branch=default,
-        pull_requests=sum(1 for name in names if _PULL_REQUEST_REF.fullmatch(name)),
+        pull_requests=sum(1 for name in names if pull_request_ref.fullmatch(name)),
     )

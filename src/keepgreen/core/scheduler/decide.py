@@ -64,7 +64,6 @@ from keepgreen.core.scheduler.state import (
     Policy,
 )
 
-TEST_BRANCH_PREFIX = "keepgreen-merge"
 _RUN_ID_NAMESPACE = uuid.UUID("5b0f4c52-8a53-4c1e-9d3e-6f2f1b1c7a10")
 _FAILING = frozenset({CommitState.FAILURE, CommitState.ERROR})
 _DECIDED = frozenset({TestRunStatus.SUCCEEDED, TestRunStatus.FAILED})
@@ -88,9 +87,9 @@ def decide(state: EngineState, event: Event, *, now: datetime, policy: Policy) -
     return world.decision()
 
 
-def test_branch_name(number: int, run_id: TestRunId) -> str:
-    """`keepgreen-merge/pr-<N>/<testRunId>`; a batch is named after its first PR."""
-    return f"{TEST_BRANCH_PREFIX}/pr-{number}/{run_id}"
+def test_branch_name(number: int, run_id: TestRunId, *, prefix: str) -> str:
+    """`<prefix>/pr-<N>/<testRunId>`; a batch is named after its first PR."""
+    return f"{prefix}/pr-{number}/{run_id}"
 
 
 class _World:
@@ -833,7 +832,7 @@ class _World:
             queue_id=self.queue.id,
             kind=kind,
             status=status,
-            branch=test_branch_name(first.number, run_id),
+            branch=test_branch_name(first.number, run_id, prefix=self.policy.test_branch_prefix),
             base_sha=self.queue.target_sha or "",
             sha=None,
             tested_prs=tested,

@@ -7,7 +7,13 @@ from dataclasses import dataclass, field
 
 from keepgreen.core.enums import CommitState
 from keepgreen.core.ids import PullRequestId
-from keepgreen.core.model import Queue, QueueEntry, StateChange, TestRun
+from keepgreen.core.model import (
+    DEFAULT_TEST_BRANCH_PREFIX,
+    Queue,
+    QueueEntry,
+    StateChange,
+    TestRun,
+)
 from keepgreen.core.scheduler.effects import Effect
 
 BUILT_IN_CI_CONTEXT = "keepgreen/ci"
@@ -18,6 +24,9 @@ class Policy:
     """Facts about the queue's repository that are not queue state."""
 
     has_built_in_ci: bool = False
+    # Test branches are `<prefix>/pr-<N>/<testRunId>`; a run keeps the name it was given, so a
+    # prefix changed while runs are open names only the runs made after the change.
+    test_branch_prefix: str = DEFAULT_TEST_BRANCH_PREFIX
 
     def required_statuses(self, queue: Queue) -> tuple[str, ...]:
         """The queue's override; else the built-in runner's status; else none at all."""
