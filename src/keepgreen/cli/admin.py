@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 ContainerFactory = Callable[[], "Container"]
 NONE = "-"
-_WIDE = 200  # columns for output that is not a terminal: tables never fold ids or paths
+_WIDE = 400  # columns for output that is not a terminal: tables never fold ids or paths
 
 OrgFilter = Annotated[
     str | None, typer.Option("--org", help="Only this org's.", show_default=False)
