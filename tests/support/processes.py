@@ -38,6 +38,22 @@ def process_group_members(pgid: int) -> list[int]:
     return members
 
 
+def child_processes(pid: int) -> list[int]:
+    """The pids of the live processes (zombies excluded) whose parent is `pid`."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] != "Z" and int(fields[1]) == pid:
+            children.append(int(entry.name))
+    return children
+
+
 def all_command_lines() -> list[str]:
     """The command line of every process on this machine (what `ps -ef` would list)."""
     lines = []
