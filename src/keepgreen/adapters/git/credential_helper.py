@@ -14,14 +14,17 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
-from keepgreen.adapters.git.credentials import (
+# Only the secret_files module: git starts this helper at every authenticated call, and the
+# rest of keepgreen would take ten times longer to import than the answer takes.
+from keepgreen.adapters.git.secret_files import (
     ORIGIN_VARIABLE,
     TOKEN_FILE_VARIABLE,
     USERNAME_VARIABLE,
+    SecretFileError,
     read_token_file,
 )
-from keepgreen.app.ports import CredentialFileError
-from keepgreen.core.model import DEFAULT_GIT_USERNAME
+
+DEFAULT_USERNAME = "x-access-token"  # as core.model's DEFAULT_GIT_USERNAME; always set by keepgreen
 
 
 def answer(
@@ -43,10 +46,10 @@ def answer(
         return 0
     try:
         token = read_token_file(token_file)
-    except CredentialFileError as error:
+    except SecretFileError as error:
         stderr.write(f"keepgreen: {error}\n")
         return 0
-    username = env.get(USERNAME_VARIABLE) or DEFAULT_GIT_USERNAME
+    username = env.get(USERNAME_VARIABLE) or DEFAULT_USERNAME
     stdout.write(f"username={username}\npassword={token.reveal()}\n")
     return 0
 

@@ -18,56 +18,23 @@ from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from keepgreen.adapters.git.secret_files import (
+    ORIGIN_VARIABLE,
+    TOKEN_FILE_VARIABLE,
+    USERNAME_VARIABLE,
+    Secret,
+    SecretFileError,
+    read_secret_file,
+)
+from keepgreen.adapters.git.secret_files import read_token_file as read_token_in
 from keepgreen.app.ports import CredentialFileError
 from keepgreen.core.git_urls import GitUrlKind, git_url_kind
 from keepgreen.core.model import DEFAULT_GIT_USERNAME, GitAuth
 
 HELPER_MODULE = "keepgreen.adapters.git.credential_helper"
-# What the credential helper reads from its environment (paths and names, never the secret).
-TOKEN_FILE_VARIABLE = "KEEPGREEN_GIT_TOKEN_FILE"  # noqa: S105 (a variable name)
-USERNAME_VARIABLE = "KEEPGREEN_GIT_USERNAME"
-ORIGIN_VARIABLE = "KEEPGREEN_GIT_ORIGIN"  # `protocol://host[:port]`: the only server it answers
 # The transports keepgreen uses; git's `ext::` (which runs a command) and others stay off.
 ALLOWED_PROTOCOLS = "file:git:http:https:ssh"
 SSH_CONNECT_TIMEOUT_SECONDS = 20
-MAX_TOKEN_BYTES = 16 * 1024
-
-
-class Secret:
-    """A secret read from a file. Its repr and str hide it; `reveal` is the one way out."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret('***')"
-
-    __str__ = __repr__
-
-
-def read_token_file(path: str) -> Secret:
-    """The token in `path`: its content with surrounding whitespace stripped.
-
-    Raises CredentialFileError, with a sentence naming `git-token-file` and the path, when the
-    file is missing, unreadable, empty, too big or holds more than one line.
-    """
-    data = _read(path, option="git-token-file", limit=MAX_TOKEN_BYTES)
-    try:
-        token = data.decode("utf-8").strip()
-    except UnicodeDecodeError:
-        raise CredentialFileError(f"git-token-file {path} is not UTF-8 text") from None
-    if not token:
-        raise CredentialFileError(f"git-token-file {path} is empty")
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in token):
-        raise CredentialFileError(
-            f"git-token-file {path} must hold the token alone on one line (no other lines)"
-        )
-    return Secret(token)
 
 
 def checked_auth(auth: GitAuth) -> GitAuth:
@@ -171,20 +138,18 @@ def _absolute(path: str | None) -> str | None:
     return os.path.abspath(Path(path).expanduser())  # noqa: PTH100
 
 
-def _read(path: str, *, option: str, limit: int) -> bytes:
-    """The bytes of the regular file `path`, which keepgreen must be able to read."""
-    file = Path(path)
+def read_token_file(path: str) -> Secret:
+    """The token in `path` (see `secret_files.read_token_file`); CredentialFileError when the
+    file cannot be used.
+    """
     try:
-        if not file.is_file():
-            what = "is not a regular file" if file.exists() else "does not exist"
-            raise CredentialFileError(f"{option} {path} {what}")
-        with file.open("rb") as handle:
-            data = handle.read(limit + 1)
-    except OSError as error:
-        reason = error.strerror or type(error).__name__
-        raise CredentialFileError(
-            f"{option} {path} cannot be read by keepgreen: {reason}"
-        ) from None
-    if len(data) > limit:
-        raise CredentialFileError(f"{option} {path} is too big to be what it should be")
-    return data
+        return read_token_in(path)
+    except SecretFileError as error:
+        raise CredentialFileError(str(error)) from None
+
+
+def _read(path: str, *, option: str, limit: int) -> bytes:
+    try:
+        return read_secret_file(path, option=option, limit=limit)
+    except SecretFileError as error:
+        raise CredentialFileError(str(error)) from None
