@@ -7,6 +7,7 @@ import socket
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 from pydantic import SecretStr
 from sqlalchemy import Engine
@@ -18,7 +19,7 @@ from keepgreen.adapters.db.engine import folder_problem, migrate, open_engine, p
 from keepgreen.adapters.db.uow import SqlUnitOfWork
 from keepgreen.adapters.git.local_host import LocalGitHost, local_path
 from keepgreen.adapters.git.refnames import is_valid_ref_name
-from keepgreen.adapters.git.remote_host import CodeHosts, RemoteGitHost
+from keepgreen.adapters.git.remote_host import CodeHosts, RemoteGitHost, mirror_path
 from keepgreen.adapters.git.survey import RepositorySurveyor
 from keepgreen.adapters.junit import ReportError, TooManyResults, parse_report
 from keepgreen.adapters.owners import OwnersFile, read_codeowners
@@ -61,20 +62,31 @@ def parse_junit(filename: str, data: bytes, *, max_results: int) -> list[CaseRes
 
 
 class CodeOwnersFiles:
-    """CODEOWNERS from an upload's text, or from the repository's default branch (HEAD)."""
+    """CODEOWNERS from an upload's text, or from the repository's default branch: HEAD of a
+    local repository; for one on a git server, its mirror's `main` (or `master`), which the
+    queue keeps fetched.
+    """
 
-    def __init__(self, *, telemetry: Telemetry) -> None:
+    def __init__(self, *, telemetry: Telemetry, data_dir: Path) -> None:
         self._telemetry = telemetry
+        self._data_dir = data_dir
 
     def from_text(self, text: str) -> OwnersFile:
         return OwnersFile.parse(text)
 
     def from_repository(self, repository: Repository) -> OwnersFile | None:
         path = local_path(repository.git_url)
-        if path is None or not path.exists():
+        refs: tuple[str, ...] = ("HEAD",)
+        if path is None:
+            path = mirror_path(self._data_dir, str(repository.id))
+            refs = ("refs/heads/main", "refs/heads/master")
+        if not path.exists():
             return None
-        text = read_codeowners(path, "HEAD", telemetry=self._telemetry)
-        return OwnersFile.parse(text) if text is not None else None
+        for ref in refs:
+            text = read_codeowners(path, ref, telemetry=self._telemetry)
+            if text is not None:
+                return OwnersFile.parse(text)
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +231,7 @@ def bootstrap(
         ingest=IngestService(
             unit_of_work,
             parse=parse_junit,
-            owners=CodeOwnersFiles(telemetry=telemetry),
+            owners=CodeOwnersFiles(telemetry=telemetry, data_dir=settings.data_dir),
             detector=detector,
             clock=clock,
             new_id=new_id,

@@ -17,6 +17,7 @@ from keepgreen.adapters.git.local_host import LocalGitHost
 from keepgreen.adapters.git.remote_host import CodeHosts, RemoteGitHost, is_remote, mirror_path
 from keepgreen.app.ports import BuildConflict, CodeHostError, Landing, TestCommit
 from keepgreen.app.telemetry import Telemetry
+from keepgreen.bootstrap import CodeOwnersFiles
 from keepgreen.core.enums import Mergeability, MergeMethod
 from keepgreen.core.ids import OrgId, RepositoryId
 from keepgreen.core.model import GitAuth, Repository
@@ -544,3 +545,17 @@ def test_a_gitlab_style_refspec_reads_merge_requests(served: Served, tmp_path: P
     assert counted.host.pull_request(served.repo, 7) is None  # nothing at refs/pull/7/head
     mirror = mirror_path(tmp_path / "counted", "r1")
     assert _mirror_refs(mirror) == ["refs/merge-requests/7/head"]
+
+
+def test_codeowners_of_a_served_repository_come_from_its_mirrors_main(
+    served: Served, tmp_path: Path
+) -> None:
+    owners = CodeOwnersFiles(telemetry=Telemetry(), data_dir=tmp_path / "data")
+    assert owners.from_repository(served.repo) is None  # nothing fetched yet: no owners
+    served.work.commit({".github/CODEOWNERS": "*.py @acme/python\n"}, "Add owners")
+    served.publish()
+    assert served.host.branch_tip(served.repo, "main") is not None  # the queue's pass fetches
+    found = owners.from_repository(served.repo)
+    assert found is not None
+    assert found.owners_of("widgets/core.py") == ["@acme/python"]
+    assert found.owners_of("README.md") == []
