@@ -18,11 +18,11 @@ from keepgreen.adapters.git.remote_host import CodeHosts, RemoteGitHost, is_remo
 from keepgreen.app.ports import BuildConflict, CodeHostError, Landing, TestCommit
 from keepgreen.app.telemetry import Telemetry
 from keepgreen.bootstrap import CodeOwnersFiles
-from keepgreen.core.enums import Mergeability, MergeMethod
+from keepgreen.core.enums import IncidentKind, Mergeability, MergeMethod
 from keepgreen.core.ids import OrgId, RepositoryId
 from keepgreen.core.model import GitAuth, Repository
 from tests.support.gitrepo import GitRepo
-from tests.support.gitservers import git_daemon, http_git_server
+from tests.support.gitservers import git_daemon, http_git_server, self_signed_certificate
 from tests.support.processes import all_command_lines
 from tests.support.wire import REPO
 
@@ -66,8 +66,10 @@ class Served:
         return self.server("for-each-ref", "--format=%(refname:short)", "refs/heads").split()
 
 
-@pytest.fixture(params=["git-daemon", "http-token"])
-def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
+@pytest.fixture(params=["git-daemon", "http-token", "https-token"])
+def served(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Served]:
     work = GitRepo(tmp_path / "work")
     base = tmp_path / "served"
     base.mkdir()
@@ -82,7 +84,12 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
         token_file = tmp_path / "token"
         token_file.write_text(TOKEN + "\n")
         token_file.chmod(0o600)
-        with http_git_server(base, user=USER, password=TOKEN) as server:
+        tls = None
+        if request.param == "https-token":
+            # The server's self-signed certificate, trusted as an operator trusts a private CA.
+            tls = self_signed_certificate(tmp_path / "tls")
+            monkeypatch.setenv("GIT_SSL_CAINFO", str(tls.certificate))
+        with http_git_server(base, user=USER, password=TOKEN, tls=tls) as server:
             repo = _repository(f"{server.url}/widgets.git", GitAuth(token_file=str(token_file)))
             yield Served(work, bare, repo, host)
             assert any(a is not None for a in server.authorizations)  # the token was sent
@@ -559,3 +566,24 @@ def test_codeowners_of_a_served_repository_come_from_its_mirrors_main(
     assert found is not None
     assert found.owners_of("widgets/core.py") == ["@acme/python"]
     assert found.owners_of("README.md") == []
+
+
+def test_a_server_whose_tls_certificate_is_not_trusted_is_a_tls_incident(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GIT_SSL_CAINFO", raising=False)
+    base = tmp_path / "served"
+    base.mkdir()
+    subprocess.run(["git", "init", "-q", "--bare", str(base / "widgets.git")], check=True)
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    tls = self_signed_certificate(tmp_path / "tls")
+    host = RemoteGitHost(data_dir=tmp_path / "data", fetch_interval=0.0, timeout=20)
+    with http_git_server(base, user=USER, password=TOKEN, tls=tls) as server:
+        repo = _repository(f"{server.url}/widgets.git", GitAuth(token_file=str(token_file)))
+        with pytest.raises(CodeHostError) as raised:
+            host.branch_tip(repo, "main")
+        assert server.authorizations == []  # the token never went to an untrusted server
+    assert raised.value.kind is IncidentKind.TLS_UNTRUSTED
+    assert "TLS certificate is not trusted" in str(raised.value)
+    assert TOKEN not in str(raised.value)

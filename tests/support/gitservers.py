@@ -10,6 +10,7 @@ import os
 import pwd
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -91,17 +92,48 @@ class HttpGitServer:
     processes: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class TlsFiles:
+    """A self-signed certificate for 127.0.0.1 and its key (the certificate is its own CA)."""
+
+    certificate: Path
+    key: Path
+
+
+def self_signed_certificate(directory: Path) -> TlsFiles:
+    """Make a certificate for `IP:127.0.0.1` with openssl, valid for a day."""
+    directory.mkdir(parents=True, exist_ok=True)
+    files = TlsFiles(directory / "server.crt", directory / "server.key")
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+            "-addext", "subjectAltName=IP:127.0.0.1",
+            "-keyout", str(files.key), "-out", str(files.certificate),
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return files
+
+
 @contextmanager
 def http_git_server(
-    base: Path, *, user: str, password: str, port: int | None = None
+    base: Path,
+    *,
+    user: str,
+    password: str,
+    port: int | None = None,
+    tls: TlsFiles | None = None,
 ) -> Iterator[HttpGitServer]:
     """Smart HTTP over `git http-backend` for the repositories under `base`, refusing (401)
     any request without basic auth `user:password`; yields its state, `url` being
-    `http://127.0.0.1:PORT` (`port`, to start a stopped server again at the same address).
+    `http://127.0.0.1:PORT` (`port`, to start a stopped server again at the same address),
+    or `https://` with `tls`.
     """
     expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
     port = port or free_port()
-    seen = HttpGitServer(f"http://127.0.0.1:{port}")
+    seen = HttpGitServer(f"{'https' if tls else 'http'}://127.0.0.1:{port}")
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -162,6 +194,10 @@ def http_git_server(
             pass  # quiet: pytest shows a failing test's own output
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(tls.certificate, tls.key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, name="git-http-server", daemon=True)
     thread.start()
     try:
