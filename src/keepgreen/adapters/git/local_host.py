@@ -8,8 +8,11 @@ or not). Merges never need a work tree: `git merge-tree --write-tree` (git >= 2.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Generic, TypeVar
 from urllib.parse import urlparse
 
 from keepgreen.adapters.git import merging
@@ -27,6 +30,8 @@ from keepgreen.core.git_urls import redact_url
 from keepgreen.core.model import PullRequestInfo, Repository
 
 _FIELD_SEPARATOR = "\x1f"
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 def local_path(git_url: str) -> Path | None:
@@ -64,11 +69,40 @@ def locate_repository(git_url: str, *, telemetry: Telemetry | None = None) -> st
     return str(resolved)
 
 
+class _Memo(Generic[K, V]):
+    """A bounded, thread-safe memo of answers that cannot change: those about commits named by
+    their ids (a commit's subject; whether one merges cleanly onto another), which every pass
+    would otherwise ask git again for each queued PR.
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._answers: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            answer = self._answers.get(key)
+            if answer is not None:
+                self._answers.move_to_end(key)
+            return answer
+
+    def put(self, key: K, answer: V) -> V:
+        with self._lock:
+            self._answers[key] = answer
+            if len(self._answers) > self._size:
+                self._answers.popitem(last=False)
+        return answer
+
+
 class LocalGitHost:
     """The MergeHost port over repositories on this machine."""
 
     def __init__(self, *, telemetry: Telemetry | None = None) -> None:
         self._telemetry = telemetry
+        self._subjects: _Memo[str, tuple[str, str]] = _Memo()
+        self._merges: _Memo[tuple[str, str], bool] = _Memo()
+        self._ancestry: _Memo[tuple[str, str], bool] = _Memo()
 
     def pull_request(self, repo: Repository, number: int) -> PullRequestInfo | None:
         """The PR's head, title and author; None when its ref (`repo.pull_request_ref`) is
@@ -78,8 +112,12 @@ class LocalGitHost:
         sha = git.resolve(repo.pull_request_ref(number))
         if sha is None:
             return None
-        shown = git.run("show", "-s", f"--format=%s{_FIELD_SEPARATOR}%an", sha, check=True)
-        title, _, author = shown.stdout.rstrip("\n").partition(_FIELD_SEPARATOR)
+        subject = self._subjects.get(sha)
+        if subject is None:
+            shown = git.run("show", "-s", f"--format=%s{_FIELD_SEPARATOR}%an", sha, check=True)
+            title, _, author = shown.stdout.rstrip("\n").partition(_FIELD_SEPARATOR)
+            subject = self._subjects.put(sha, (title, author))
+        title, author = subject
         return PullRequestInfo(number=number, head_sha=sha, title=title, author=author)
 
     def mergeability(self, repo: Repository, *, head_sha: str, target_branch: str) -> Mergeability:
@@ -88,9 +126,10 @@ class LocalGitHost:
         target = git.resolve(f"refs/heads/{target_branch}")
         if target is None:
             return Mergeability.NOT_MERGEABLE
-        if git.merge(target, head_sha) is None:
-            return Mergeability.NOT_MERGEABLE  # conflicts
-        return Mergeability.MERGEABLE
+        clean = self._merges.get((target, head_sha))
+        if clean is None:
+            clean = self._merges.put((target, head_sha), git.merge(target, head_sha) is not None)
+        return Mergeability.MERGEABLE if clean else Mergeability.NOT_MERGEABLE  # or conflicts
 
     def branch_tip(self, repo: Repository, branch: str) -> str | None:
         """The commit `refs/heads/<branch>` points at; None when the branch does not exist."""
@@ -125,7 +164,12 @@ class LocalGitHost:
         """
         git = self._open(repo)
         tip = git.resolve(f"refs/heads/{target_branch}")
-        return tip is not None and git.is_ancestor(tip, head_sha)
+        if tip is None:
+            return False
+        contained = self._ancestry.get((tip, head_sha))
+        if contained is None:
+            contained = self._ancestry.put((tip, head_sha), git.is_ancestor(tip, head_sha))
+        return contained
 
     def tree_of(self, repo: Repository, commit: str) -> str:
         """The tree id of `commit`; a commit missing from the repository is a CodeHostError."""
