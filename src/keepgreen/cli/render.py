@@ -89,26 +89,27 @@ def queue_view(queue: Mapping[str, Any], *, title: str) -> RenderableType:
 
 
 def incidents_view(incidents: list[Mapping[str, Any]]) -> RenderableType:
-    """Git server incidents, newest first: when, what, how often, and whether it lasts."""
-    table = Table(title="Git server incidents", title_justify="left", title_style="bold")
-    table.add_column("since")
-    table.add_column("kind")
-    table.add_column("PR", justify="right")
-    table.add_column("failures", justify="right")
-    table.add_column("ended")
-    table.add_column("what happened", overflow="fold")
+    """Git server incidents, newest first, one paragraph each: when, what kind, how often,
+    whether it lasts, and what happened (a sentence that folds at any width).
+    """
+    lines: list[RenderableType] = [Text("Git server incidents", style="bold")]
     for incident in incidents:
         number = incident.get("prNumber")
         ended = incident.get("endedAt")
-        table.add_row(
-            Text(str(incident.get("startedAt", MISSING))),
-            Text(str(incident.get("kind", MISSING))),
-            Text("" if number is None else f"#{number}"),
-            Text(str(incident.get("failures", MISSING))),
-            Text(str(ended)) if ended else Text("ongoing", style="bold yellow"),
-            Text(str(incident.get("message", MISSING))),
-        )
-    return table
+        line = Text()
+        line.append(str(incident.get("startedAt", MISSING)))
+        line.append("  ")
+        line.append(str(incident.get("kind", MISSING)), style="bold")
+        if number is not None:
+            line.append(f"  #{number}")
+        line.append(f"  {incident.get('failures', MISSING)} failure(s)  ")
+        if ended:
+            line.append(f"ended {ended}", style="dim")
+        else:
+            line.append("ongoing", style="bold yellow")
+        lines.append(line)
+        lines.append(Text("  " + str(incident.get("message", MISSING))))
+    return Group(*lines)
 
 
 def config_view(config: Mapping[str, Any], *, title: str) -> RenderableType:
