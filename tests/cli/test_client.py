@@ -10,8 +10,9 @@ from typer.testing import Result
 
 from keepgreen.app.pull_requests import QueueTarget
 from keepgreen.bootstrap import Container
-from keepgreen.core.enums import PrState
+from keepgreen.core.enums import IncidentKind, PrState
 from tests.cli.conftest import REPO_ARG, Cli, free_port
+from tests.conftest import FakeClock
 from tests.support.gitrepo import GitRepo
 from tests.support.wire import REPO
 
@@ -249,6 +250,39 @@ def test_queue_show_json_is_the_api_answer(cli: Cli, queued: GitRepo) -> None:
 def test_queue_show_of_an_empty_queue(cli: Cli, queued: GitRepo) -> None:
     output = cli.ok("queue", "show", *R).stdout
     assert output.endswith("No pull requests in the queue.\n")
+
+
+def test_queue_show_and_status_say_what_the_git_server_did(
+    cli: Cli, queued: GitRepo, container: Container, token: str, clock: FakeClock
+) -> None:
+    """An ongoing incident of the queue's server is what the queue waits on; an ended one of
+    PR 1 (a refused landing) is in the PR's status; both print their sentence whole.
+    """
+    queued.open_pr(1, {"a.txt": "a\n"})
+    cli.ok("submit", "1", *R)
+    org_id = container.admin.authenticate(token)
+    assert org_id is not None
+    queue_id = container.pull_requests.get(QueueTarget(org_id, REPO, "main"), 1).queue_id
+    now = clock.now
+    unreachable = (
+        "git-url https://git.example.com/acme/widgets.git cannot be read: [nothing answers]"
+    )
+    refused = "git-url https://git.example.com/acme/widgets.git refused the push to refs/heads/main"
+    with container.unit_of_work() as uow:
+        uow.incidents.record(queue_id, IncidentKind.UNREACHABLE, unreachable, now=now)
+        uow.incidents.record(queue_id, IncidentKind.PUSH_REJECTED, refused, now=now, pr_number=1)
+        uow.incidents.close(queue_id, now=now, kinds=[IncidentKind.PUSH_REJECTED], pr_number=1)
+        uow.commit()
+
+    shown = cli.ok("queue", "show", *R).stdout
+    flat = " ".join(shown.split())
+    assert f"Waiting on: {unreachable}" in flat  # as written, not read as markup
+    assert "unreachable 1 failure(s) ongoing" in flat
+    assert "push_rejected #1 1 failure(s) ended" in flat
+    status = " ".join(cli.ok("status", "1", *R).stdout.split())
+    assert "unreachable 1 failure(s) ongoing" in status  # the queue's server concerns PR 1
+    assert refused in status
+    assert cli.api_json("getQueue")["waitingOn"] == unreachable
 
 
 def test_queue_create_with_mode_and_concurrency(cli: Cli, registered_repo: GitRepo) -> None:
