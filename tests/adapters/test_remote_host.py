@@ -271,6 +271,10 @@ def test_a_push_the_server_refuses_is_an_error_without_the_token(served: Served)
     with pytest.raises(CodeHostError) as raised:
         host.build_test_commit(repo, base_sha=base, prs=[(1, head)], branch="kg/1")
     assert TOKEN not in str(raised.value)
+    assert raised.value.kind is IncidentKind.PUSH_REJECTED
+    assert "refused a push" in str(raised.value)
+    assert "the server said: refusing everything" in str(raised.value)  # the hook's words
+    assert "git-token-file" not in str(raised.value)  # not a credentials problem
     hook.unlink()
     built = host.build_test_commit(repo, base_sha=base, prs=[(1, head)], branch="kg/1")
     assert isinstance(built, TestCommit)

@@ -6,6 +6,7 @@ secret, and the queue resumes by itself once the fault is gone. Nothing lands un
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from tests.support.gitrepo import GitRepo
 from tests.support.gitservers import free_port, http_git_server
 from tests.support.processes import all_command_lines
 from tests.support.scenario import Scenario
+from tests.support.served import ServedRepository
 from tests.support.telemetry import sample
 from tests.support.wire import Api, repo_json
 
@@ -29,6 +31,7 @@ SERVED = RepoRef("git.example.test", "acme", "faulty")
 TOKEN = "glpat-FaultTokenNeverShown52"
 WRONG = "glpat-WrongTokenNeverShown09"
 USER = "x-access-token"
+OUTAGE_SECONDS = 60
 
 
 @pytest.fixture
@@ -38,7 +41,7 @@ def extra_settings() -> dict[str, Any]:
 
 
 @dataclass
-class Faulty:
+class Faulty(ServedRepository):
     """A queue on a served repository whose server can be stopped and started again."""
 
     scenario: Scenario
@@ -57,23 +60,6 @@ class Faulty:
         self.server.__exit__(None, None, None)
         self.server = None
 
-    def publish(self) -> None:
-        self.work.git(
-            "push", "-q", "--force", str(self.bare), "main:main", "refs/pull/*:refs/pull/*"
-        )
-
-    def git(self, *args: str) -> str:
-        result = subprocess.run(
-            ["git", f"--git-dir={self.bare}", *args], capture_output=True, text=True, check=True
-        )
-        return result.stdout.strip()
-
-    def main_log(self) -> list[str]:
-        return self.git("log", "--first-parent", "--format=%s", "main").splitlines()
-
-    def branches(self) -> list[str]:
-        return self.git("for-each-ref", "--format=%(refname:short)", "refs/heads").split()
-
     def answers(self, number: int) -> str:
         """Everything the API says of the queue and PR `number`, as text."""
         return str(self.scenario.get_queue()) + str(self.scenario.get_pr(number))
@@ -83,6 +69,15 @@ class Faulty:
         for run in self.scenario.open_runs():
             if run.status is TestRunStatus.IN_PROGRESS and run.sha is not None:
                 self.scenario.set_status(run.sha, "success")
+
+    def pass_until(self, states: dict[int, str], *, seconds: float = 30) -> None:
+        """Work, passing every run, until the PRs are in `states`."""
+
+        def reached() -> bool:
+            self.pass_runs()
+            return self.scenario.states() == states
+
+        self.scenario.wait_for(reached, seconds=seconds)
 
 
 @pytest.fixture
@@ -162,11 +157,7 @@ def test_a_refused_token_is_an_incident_of_the_queue_and_the_pr_until_it_is_fixe
     failures = "keepgreen_git_host_failures_total"
     assert sample(scenario.container, failures, kind="credentials_refused") >= 1
 
-    def merged() -> bool:
-        faulty.pass_runs()
-        return scenario.states() == {1: "merged"}
-
-    scenario.wait_for(merged, seconds=30)
+    faulty.pass_until({1: "merged"}, seconds=30)
     assert faulty.main_log() == ["Add a (#1)", "initial commit"]
     for secret in (TOKEN, WRONG):
         assert secret not in faulty.answers(1)
@@ -191,18 +182,23 @@ def test_a_server_stopped_and_started_again_is_waited_for_and_the_queue_resumes(
     assert "nothing answers at the server's address" in waiting
     assert f"127.0.0.1:{faulty.port}" in waiting
     faulty.pass_runs()  # CI reports while the server is away: kept, landed later
-    for _ in range(5):
+    # A minute down, with the worker passing four times a second: the queue is tried again
+    # 1, 2, 2, ... s apart (this module's cap), not at every pass.
+    passes = 0
+    down_until = time.monotonic() + OUTAGE_SECONDS
+    while time.monotonic() < down_until:
         scenario.work()
+        passes += 1
+        time.sleep(0.25)
+    (incident,) = scenario.get_queue()["incidents"]
+    assert incident["endedAt"] is None
+    assert OUTAGE_SECONDS / 2 - 5 <= incident["failures"] <= OUTAGE_SECONDS / 2 + 5 < passes
     assert set(scenario.states().values()) <= {"testing", "tests_passed", "pending"}
     assert faulty.main_log() == ["initial commit"]
 
     faulty.start()
 
-    def merged() -> bool:
-        faulty.pass_runs()
-        return scenario.states() == {1: "merged", 2: "merged"}
-
-    scenario.wait_for(merged, seconds=60)
+    faulty.pass_until({1: "merged", 2: "merged"}, seconds=60)
     assert faulty.main_log() == ["Add b (#2)", "Add a (#1)", "initial commit"]
     (incident,) = scenario.get_queue()["incidents"]
     assert (incident["kind"], incident["endedAt"] is not None) == ("unreachable", True)
@@ -230,11 +226,7 @@ def test_a_landing_refused_by_a_server_hook_fails_the_pr_with_the_servers_words(
     hook.chmod(0o755)
     before = faulty.git("rev-parse", "main")
 
-    def left() -> bool:
-        faulty.pass_runs()
-        return scenario.states() == {1: "failed"}
-
-    scenario.wait_for(left, seconds=30)
+    faulty.pass_until({1: "failed"}, seconds=30)
     assert scenario.final() == {1: ("failed", "push_rejected")}
     assert faulty.git("rev-parse", "main") == before  # nothing landed
     (incident,) = scenario.get_pr(1)["incidents"]
@@ -267,11 +259,7 @@ def test_a_target_branch_deleted_on_the_server_holds_the_queue_until_it_is_back(
 
     faulty.git("update-ref", "refs/heads/main", tip)
 
-    def merged() -> bool:
-        faulty.pass_runs()
-        return scenario.states() == {1: "merged"}
-
-    scenario.wait_for(merged, seconds=30)
+    faulty.pass_until({1: "merged"}, seconds=30)
     assert faulty.main_log() == ["Add a (#1)", "initial commit"]
     (incident,) = scenario.get_queue()["incidents"]
     assert (incident["kind"], incident["endedAt"] is not None) == ("target_branch_missing", True)
@@ -297,11 +285,7 @@ def test_a_target_branch_force_pushed_back_is_told_and_the_pr_tested_again(
     assert "force-pushed back" in incident["message"]
     scenario.set_status(first.sha or "", "success")  # the old run's result must not land
 
-    def merged() -> bool:
-        faulty.pass_runs()
-        return scenario.states() == {1: "merged"}
-
-    scenario.wait_for(merged, seconds=30)
+    faulty.pass_until({1: "merged"}, seconds=30)
     assert faulty.main_log() == ["Add a (#1)", "initial commit"]
     assert "f.txt" not in faulty.git("ls-tree", "--name-only", "main").split()
 
@@ -322,10 +306,6 @@ def test_a_pr_head_force_pushed_on_the_server_while_queued_is_cancelled_as_pushe
     faulty.publish()
     scenario.wait_for(lambda: scenario.states()[1] == "cancelled", seconds=15)
 
-    def settled() -> bool:
-        faulty.pass_runs()
-        return scenario.states() == {1: "cancelled", 2: "merged"}
-
-    scenario.wait_for(settled, seconds=30)
+    faulty.pass_until({1: "cancelled", 2: "merged"}, seconds=30)
     assert scenario.final()[1] == ("cancelled", "pushed_to")
     assert faulty.main_log() == ["Add b (#2)", "initial commit"]

@@ -23,6 +23,7 @@ from tests.support.gitrepo import GitRepo
 from tests.support.gitservers import HttpGitServer, http_git_server
 from tests.support.processes import all_command_lines
 from tests.support.scenario import CI, Scenario
+from tests.support.served import ServedRepository
 from tests.support.telemetry import sample
 from tests.support.wire import Api, repo_json
 
@@ -34,37 +35,14 @@ CI_COMMAND = "! ls BAD-* >/dev/null 2>&1"
 
 
 @dataclass
-class OnServer:
+class OnServer(ServedRepository):
     """The scenario, the developer's clone its PRs are made in, and the served bare repo."""
 
     scenario: Scenario
     work: GitRepo
     bare: Path
     server: HttpGitServer
-    # Where the server keeps pull request heads: `refs/pull/*` (GitHub) or
-    # `refs/merge-requests/*` (GitLab); the developer's clone has them at refs/pull/N/head.
     pr_refs: str = "refs/pull"
-
-    def publish(self) -> None:
-        """The developers push: main and the PR heads reach the server."""
-        self.work.git(
-            "push", "-q", "--force", str(self.bare), "main:main", f"refs/pull/*:{self.pr_refs}/*"
-        )
-
-    def git(self, *args: str) -> str:
-        result = subprocess.run(
-            ["git", f"--git-dir={self.bare}", *args], capture_output=True, text=True, check=True
-        )
-        return result.stdout.strip()
-
-    def main_log(self) -> list[str]:
-        return self.git("log", "--first-parent", "--format=%s", "main").splitlines()
-
-    def main_files(self) -> set[str]:
-        return set(self.git("ls-tree", "-r", "--name-only", "main").splitlines())
-
-    def branches(self) -> list[str]:
-        return self.git("for-each-ref", "--format=%(refname:short)", "refs/heads").split()
 
 
 def _on_server(

@@ -167,13 +167,30 @@ def failure_sentence(url: str, auth: GitAuth, stderr: str) -> str:
     """
     shown = redact_url(url)
     text = stderr.lower()
-    for words, cause, _ in _FAILURES:
-        if any(word in text for word in words):
-            hint = _credentials_hint(auth) if cause.startswith("the server refused") else ""
-            return f"git-url {shown} cannot be read: {cause}{hint}"
+    for words, cause, kind in _FAILURES:
+        if not any(word in text for word in words):
+            continue
+        if kind is IncidentKind.PUSH_REJECTED:
+            said = server_said(stderr, auth)
+            told = f"; the server said: {said}" if said else ""
+            return f"git-url {shown} refused a push: {cause}{told}"
+        hint = _credentials_hint(auth) if kind is IncidentKind.CREDENTIALS_REFUSED else ""
+        return f"git-url {shown} cannot be read: {cause}{hint}"
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     said = scrub(lines[-1], auth) if lines else "git failed without saying why"
     return f"git-url {shown} cannot be read: {said.removeprefix('fatal: ')}"
+
+
+def server_said(stderr: str, auth: GitAuth) -> str:
+    """What the server itself printed (git's `remote:` lines: a hook's message), on one line,
+    with secrets taken out; empty when it printed nothing.
+    """
+    said = " ".join(
+        line.removeprefix("remote:").strip()
+        for line in stderr.splitlines()
+        if line.startswith("remote:") and line.removeprefix("remote:").strip()
+    )
+    return scrub(said, auth)
 
 
 def scrub(text: str, auth: GitAuth) -> str:

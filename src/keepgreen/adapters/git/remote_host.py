@@ -33,6 +33,7 @@ from keepgreen.adapters.git.remote import (
     failure,
     run_remote_git,
     scrub,
+    server_said,
 )
 from keepgreen.app.ports import (
     BuildConflict,
@@ -372,12 +373,16 @@ class RemoteGitHost:
         self, repo: Repository, refspecs: Sequence[str], *, check: bool = True
     ) -> RemoteResult:
         git_dir = mirror_path(self._data_dir, str(repo.id))
-        return self._remote(
+        result = self._remote(
             "push",
             [f"--git-dir={git_dir}", "push", "--porcelain", repo.git_url, *refspecs],
             repo,
-            check=check,
+            check=False,
         )
+        if check and result.returncode != 0:
+            # --porcelain tells a refusal (`[remote rejected] ...`) on stdout, the rest on stderr.
+            raise failure(repo.git_url, repo.auth, f"{result.stderr}\n{result.stdout}")
+        return result
 
     def _remote(
         self, operation: str, args: Sequence[str], repo: Repository, *, check: bool
@@ -451,11 +456,7 @@ def _rejection_sentence(repo: Repository, ref: str, refusal: str, stderr: str) -
     """One sentence: the server refused the push of `ref`, with its reason and what its hook
     printed (`remote:` lines), secrets taken out and cut to a readable length.
     """
-    said = " ".join(
-        line.removeprefix("remote:").strip()
-        for line in stderr.splitlines()
-        if line.startswith("remote:") and line.removeprefix("remote:").strip()
-    )
+    said = server_said(stderr, repo.auth)
     reason = refusal.removeprefix(_SERVER_REJECTED).strip(" ()") or "no reason given"
     sentence = f"git-url {redact_url(repo.git_url)} refused the push to {ref}: {reason}"
     if said:
