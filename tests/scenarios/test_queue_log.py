@@ -86,12 +86,13 @@ def test_an_unreadable_git_host_is_told_once_then_its_recovery(
     for _ in range(10):  # ten passes, as ten seconds of a worker
         scenario.work()
 
-    (told,) = log_lines.events("git host unreachable; the queue waits")
+    (told,) = log_lines.events("git server failing; the queue waits")
     assert told["queue"] == QUEUE
     assert told["level"] == "warning"
-    assert log_lines.events("git host still unreachable; the queue waits") == []
+    assert told["kind"] == "git_error"  # the repository is gone from where it was
+    assert log_lines.events("git server still failing; the queue waits") == []
     shutil.move(moved, scenario.repo.path)
     scenario.settle()
-    (back,) = log_lines.events("git host reachable again")
+    (back,) = log_lines.events("git server answering again")
     assert back["queue"] == QUEUE
     assert scenario.final() == {1: ("merged", "merged_by_queue")}

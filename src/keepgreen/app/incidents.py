@@ -113,14 +113,14 @@ class HostIncidents:
         notice = self._outages.failed(name)
         if notice is Notice.STARTED:
             log.warning(
-                "git host unreachable; the queue waits",
+                "git server failing; the queue waits",
                 queue=name,
                 kind=error.kind.value,
                 error=str(error),
             )
         elif notice is Notice.REMINDER:
             log.warning(
-                "git host still unreachable; the queue waits",
+                "git server still failing; the queue waits",
                 queue=name,
                 kind=error.kind.value,
                 error=str(error),
@@ -133,7 +133,7 @@ class HostIncidents:
         if self._outages.failures(name):
             down = self._outages.seconds_down(name)
             self._outages.succeeded(name)
-            log.info("git host reachable again", queue=name, seconds_down=round(down))
+            log.info("git server answering again", queue=name, seconds_down=round(down))
         self._clear_backoff(queue_id)
         self._set_waiting(queue_id, waiting=False)
         self._close(queue_id, SERVER_INCIDENTS)
