@@ -591,3 +591,43 @@ def test_a_server_whose_tls_certificate_is_not_trusted_is_a_tls_incident(
     assert raised.value.kind is IncidentKind.TLS_UNTRUSTED
     assert "TLS certificate is not trusted" in str(raised.value)
     assert TOKEN not in str(raised.value)
+
+
+def test_reads_between_fetches_resolve_refs_from_the_snapshot_until_a_write(
+    served: Served, tmp_path: Path
+) -> None:
+    """After a fetch, a pass's reads of PR heads and the target resolve from the snapshot the
+    fetch took (no git process per ref); a write to the mirror's refs drops it, so the next
+    read asks git again, and sees what the write did.
+    """
+    one = served.work.open_pr(1, {"a.txt": "a\n"})
+    two = served.work.open_pr(2, {"b.txt": "b\n"})
+    served.publish()
+    telemetry = Telemetry()
+    host = RemoteGitHost(data_dir=tmp_path / "own", telemetry=telemetry, fetch_interval=600)
+    repo = served.repo
+
+    def calls(operation: str) -> float:
+        value = telemetry.registry.get_sample_value(
+            "keepgreen_git_calls_total", {"operation": operation, "result": "ok"}
+        )
+        return value or 0.0
+
+    main = host.branch_tip(repo, "main")
+    assert main is not None
+    first = [host.pull_request(repo, n) for n in (1, 2)]  # new refs: fetched at once
+    assert [pr.head_sha for pr in first if pr is not None] == [one, two]
+    fetches, lookups = calls("fetch"), calls("rev-parse")
+
+    for _ in range(3):  # three passes within the fetch interval
+        assert host.branch_tip(repo, "main") == main
+        heads = [host.pull_request(repo, n) for n in (1, 2)]
+        assert [pr.head_sha for pr in heads if pr is not None] == [one, two]
+    assert calls("fetch") == fetches  # nothing new was asked for
+    assert calls("rev-parse") == lookups  # every ref came from the snapshot
+
+    built = host.build_test_commit(repo, base_sha=main, prs=[(1, one)], branch="kg/1")
+    assert isinstance(built, TestCommit)
+    before = calls("rev-parse")
+    assert host.branch_tip(repo, "main") == main
+    assert calls("rev-parse") == before + 1  # the write dropped the snapshot: git answers

@@ -138,8 +138,16 @@ class RemoteGitHost:
         self._monotonic = monotonic
         self._wanted: dict[str, _Wanted] = {}
         self._wanted_lock = threading.Lock()
+        # Per repository, the wanted refs as the last fetch left them in the mirror (None for
+        # one the server lacks): a pass's reads resolve refs here, not by a git process each.
+        # Dropped by every write to the mirror's refs; taken again after the next fetch.
+        self._snapshots: dict[str, dict[str, str | None]] = {}
         # The mirror's reads are the local host's reads on the mirror's git dir.
         self._reads = _MirrorReads(self)
+
+    @property
+    def telemetry(self) -> Telemetry | None:
+        return self._telemetry
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -189,6 +197,7 @@ class RemoteGitHost:
             self._note(repo, heads)
             if not _has_commits(git, [base_sha, *(sha for _, sha in prs)]):
                 self._fetch_wanted(repo, git, heads, force=True)
+            self._forget_snapshot(repo)
             built = merging.build_test_commit(git, base_sha=base_sha, prs=prs, branch=branch)
             if isinstance(built, BuildConflict):
                 return built
@@ -201,6 +210,7 @@ class RemoteGitHost:
         """Delete `refs/heads/<branch>` on the server and in the mirror; already gone is fine."""
         git = self.mirror(repo)
         with self._locked(repo):
+            self._forget_snapshot(repo)
             result = self._push(repo, [f":refs/heads/{branch}"], check=False)
             if result.returncode != 0 and _GONE_ON_SERVER not in result.stderr.lower():
                 raise failure(repo.git_url, repo.auth, result.stderr)
@@ -224,6 +234,7 @@ class RemoteGitHost:
                 )
                 if result.returncode == 0:
                     # The mirror follows the server: only what it accepted moves the branch here.
+                    self._forget_snapshot(repo)
                     git.update_ref(ref, new, reason=reason)
                     return True
                 refusal = _refusal(result.stdout, ref)
@@ -331,6 +342,30 @@ class RemoteGitHost:
                 wanted.fetched[ref] = stamp
                 wanted.gone.add(ref)
                 wanted.asked.pop(ref, None)
+            refs = sorted({*wanted.asked, *wanted.gone})
+        self._take_snapshot(repo, git, refs)
+
+    def _take_snapshot(self, repo: Repository, git: Git, refs: Sequence[str]) -> None:
+        """Read `refs` from the mirror by one `git for-each-ref` (the caller holds its lock)."""
+        if not refs:
+            return  # (no pattern would list every ref)
+        listed = git.run(
+            "for-each-ref", "--format=%(objectname) %(refname)", *refs, check=True
+        ).stdout
+        found = dict(line.split(" ", 1)[::-1] for line in listed.splitlines() if " " in line)
+        snapshot: dict[str, str | None] = {ref: found.get(ref) for ref in refs}
+        with self._wanted_lock:
+            self._snapshots[str(repo.id)] = snapshot
+
+    def _forget_snapshot(self, repo: Repository) -> None:
+        """The mirror's refs changed here: reads go to git until the next fetch."""
+        with self._wanted_lock:
+            self._snapshots.pop(str(repo.id), None)
+
+    def snapshot(self, repo: Repository) -> dict[str, str | None] | None:
+        """The refs the last fetch left in the mirror, unless the mirror changed since."""
+        with self._wanted_lock:
+            return self._snapshots.get(str(repo.id))
 
     def _fetch(self, repo: Repository, git: Git, plan: _Plan) -> tuple[list[str], list[str]]:
         """One `git fetch` of `plan.refs` into the same names in the mirror; the refs fetched,
@@ -473,7 +508,26 @@ class _MirrorReads(LocalGitHost):
         self._host = host
 
     def _open(self, repo: Repository) -> Git:
-        return self._host.mirror(repo)  # the host fetched what the read needs
+        git = self._host.mirror(repo)  # the host fetched what the read needs
+        snapshot = self._host.snapshot(repo)
+        if snapshot is None:
+            return git
+        return _SnapshotGit(git.git_dir, snapshot, telemetry=self._host.telemetry)
+
+
+class _SnapshotGit(Git):
+    """The mirror, whose wanted refs resolve from the host's snapshot of them."""
+
+    def __init__(
+        self, git_dir: Path, refs: dict[str, str | None], *, telemetry: Telemetry | None
+    ) -> None:
+        super().__init__(git_dir, telemetry=telemetry)
+        self._refs = refs
+
+    def resolve(self, rev: str) -> str | None:
+        if rev in self._refs:
+            return self._refs[rev]
+        return super().resolve(rev)
 
 
 class CodeHosts:
