@@ -70,6 +70,14 @@ class Faulty(ServedRepository):
             if run.status is TestRunStatus.IN_PROGRESS and run.sha is not None:
                 self.scenario.set_status(run.sha, "success")
 
+    def one_pr_testing(self) -> None:
+        """A queue with PR 1 ("Add a") on the server, submitted, and its run testing."""
+        self.scenario.create_queue()
+        self.scenario.pr(1, {"a.txt": "a\n"}, title="Add a")
+        self.publish()
+        self.scenario.submit(1)
+        _testing(self)
+
     def pass_until(self, states: dict[int, str], *, seconds: float = 30) -> None:
         """Work, passing every run, until the PRs are in `states`."""
 
@@ -123,11 +131,7 @@ def test_a_refused_token_is_an_incident_of_the_queue_and_the_pr_until_it_is_fixe
     faulty: Faulty, caplog: pytest.LogCaptureFixture
 ) -> None:
     scenario = faulty.scenario
-    scenario.create_queue()
-    scenario.pr(1, {"a.txt": "a\n"}, title="Add a")
-    faulty.publish()
-    scenario.submit(1)
-    _testing(faulty)
+    faulty.one_pr_testing()
 
     faulty.token_file.write_text(WRONG + "\n")  # rotated on the server, not here
     scenario.wait_for(lambda: scenario.get_queue()["waitingOn"] is not None, seconds=15)
@@ -209,11 +213,7 @@ def test_a_landing_refused_by_a_server_hook_fails_the_pr_with_the_servers_words(
     faulty: Faulty,
 ) -> None:
     scenario = faulty.scenario
-    scenario.create_queue()
-    scenario.pr(1, {"a.txt": "a\n"}, title="Add a")
-    faulty.publish()
-    scenario.submit(1)
-    _testing(faulty)
+    faulty.one_pr_testing()
     hook = faulty.bare / "hooks" / "pre-receive"
     hook.write_text(
         "#!/bin/sh\n"
@@ -242,11 +242,7 @@ def test_a_target_branch_deleted_on_the_server_holds_the_queue_until_it_is_back(
     faulty: Faulty,
 ) -> None:
     scenario = faulty.scenario
-    scenario.create_queue()
-    scenario.pr(1, {"a.txt": "a\n"}, title="Add a")
-    faulty.publish()
-    scenario.submit(1)
-    _testing(faulty)
+    faulty.one_pr_testing()
     tip = faulty.git("rev-parse", "main")
 
     faulty.git("update-ref", "-d", "refs/heads/main")
