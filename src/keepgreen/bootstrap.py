@@ -30,6 +30,7 @@ from keepgreen.app.flaky.detection import Detector, Housekeeping
 from keepgreen.app.flaky.ingest import IngestService, ResultLimitReached
 from keepgreen.app.flaky.manage import FlakyManageService
 from keepgreen.app.flaky.reads import FlakyReadService
+from keepgreen.app.github_webhooks import WebhookIntake
 from keepgreen.app.metrics import MetricsService
 from keepgreen.app.ports import Clock, IdFactory, MergeHost, UnitOfWork, UnitOfWorkFactory
 from keepgreen.app.pull_requests import PullRequestService
@@ -110,6 +111,9 @@ class Container:
     housekeeping: Housekeeping
     telemetry: Telemetry  # the keepgreen_* metrics of this process (GET /metrics)
     metrics_token: SecretStr | None  # opens GET /metrics; None: /metrics refuses everyone
+    github_webhooks: WebhookIntake
+    # Signs GitHub's deliveries; None: POST /webhooks/github answers 404 (no App configured).
+    github_webhook_secret: SecretStr | None
 
     def close(self) -> None:
         self.runner.close(wait=False)
@@ -137,6 +141,7 @@ def bootstrap(
             f"{folder_problem(settings.data_dir, error)}"
         ) from error
     metrics_token = settings.metrics_token()  # a bad token file stops the start, not a scrape
+    github_webhook_secret = settings.github_webhook_secret()
     telemetry = Telemetry()
     engine = open_engine(settings.resolved_database_url())
     telemetry.watch_pool(lambda: pool_stats(engine))
@@ -242,6 +247,8 @@ def bootstrap(
         housekeeping=housekeeping,
         telemetry=telemetry,
         metrics_token=metrics_token,
+        github_webhooks=WebhookIntake(unit_of_work, clock=clock, wake=wake),
+        github_webhook_secret=github_webhook_secret,
     )
 
 

@@ -71,6 +71,13 @@ class Settings(BaseSettings):
     # `keepgreen worker` serves GET /metrics on this port when set (it has no API otherwise).
     worker_metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
     worker_metrics_host: str = "127.0.0.1"
+    # keepgreen as a GitHub App: its id, the files of its private key and of its webhook
+    # secret, and the REST API's base (GitHub Enterprise Server: https://HOST/api/v3).
+    # Without a webhook secret, POST /webhooks/github answers 404.
+    github_app_id: Annotated[int, Field(ge=1)] | None = None
+    github_private_key_file: Path | None = None
+    github_webhook_secret_file: Path | None = None
+    github_api_url: str = "https://api.github.com"
 
     def metrics_token(self) -> SecretStr | None:
         """The operator's /metrics token from KEEPGREEN_METRICS_TOKEN_FILE, or None when unset.
@@ -103,6 +110,31 @@ class Settings(BaseSettings):
                 f"{MAX_METRICS_TOKEN_LENGTH} characters long (e.g. `openssl rand -hex 32`)"
             )
         return SecretStr(token)
+
+    def github_webhook_secret(self) -> SecretStr | None:
+        """The App's webhook secret from KEEPGREEN_GITHUB_WEBHOOK_SECRET_FILE; None when unset.
+
+        Surrounding whitespace is dropped; an unreadable or empty file is refused at start.
+        """
+        if self.github_webhook_secret_file is None:
+            return None
+        name = "KEEPGREEN_GITHUB_WEBHOOK_SECRET_FILE"
+        try:
+            raw = self.github_webhook_secret_file.read_bytes()
+        except OSError as error:
+            reason = error.strerror or type(error).__name__
+            raise SettingsError(
+                f"{name} names {self.github_webhook_secret_file}, which cannot be read ({reason})"
+            ) from None
+        try:
+            secret = raw.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            secret = ""
+        if not secret or "\n" in secret:
+            raise SettingsError(
+                f"{name}: the file must hold the App's webhook secret alone on one line"
+            )
+        return SecretStr(secret)
 
     def readonly_paths(self) -> list[Path]:
         """KEEPGREEN_CI_READONLY_PATHS as absolute paths; one that would show the data dir

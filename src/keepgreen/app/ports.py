@@ -26,6 +26,7 @@ from keepgreen.core.model import (
     ChainLink,
     CommitStatus,
     GitAuth,
+    GithubDelivery,
     ImpactedTargets,
     Incident,
     Org,
@@ -360,6 +361,18 @@ class HistoryRepository(Protocol):
         ...
 
 
+class GithubDeliveryRepository(Protocol):
+    """GitHub webhook deliveries stored for the worker."""
+
+    def add_if_new(self, delivery: GithubDelivery) -> bool:
+        """Store the delivery unless one with its id is stored; True when it was new."""
+        ...
+
+    def pending(self, *, limit: int) -> Sequence[GithubDelivery]:
+        """Deliveries not yet acted on, oldest first."""
+        ...
+
+
 class IncidentRepository(Protocol):
     """The history of faults of each queue's git server (see `Incident`)."""
 
@@ -485,6 +498,8 @@ class UnitOfWork(Protocol):
     def test_runs(self) -> TestRunRepository: ...
     @property
     def incidents(self) -> IncidentRepository: ...
+    @property
+    def github_deliveries(self) -> GithubDeliveryRepository: ...
     @property
     def statuses(self) -> CommitStatusRepository: ...
     @property

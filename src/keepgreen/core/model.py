@@ -5,6 +5,7 @@ Frozen dataclasses only; the db adapter and the HTTP edge translate to and from 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -330,3 +331,15 @@ class Org:
     id: OrgId
     slug: str
     created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class GithubDelivery:
+    """A GitHub webhook delivery as it arrived: `id` is its X-GitHub-Delivery."""
+
+    id: str
+    event: str
+    action: str | None
+    installation_id: int | None
+    payload: Mapping[str, object]
+    received_at: datetime

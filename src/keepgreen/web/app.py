@@ -17,7 +17,7 @@ from keepgreen.web.auth import authenticate
 from keepgreen.web.body_limit import BodyLimitMiddleware
 from keepgreen.web.errors import install_error_handlers
 from keepgreen.web.observability import ObservabilityMiddleware
-from keepgreen.web.routes import flaky_tests, merge_queue, metrics, service_metrics
+from keepgreen.web.routes import flaky_tests, github, merge_queue, metrics, service_metrics
 
 API_PREFIX = "/v1"
 
@@ -51,6 +51,7 @@ def create_app(settings: Settings | None = None, *, container: Container | None 
     app.include_router(metrics.router, prefix=API_PREFIX)
     app.include_router(flaky_tests.router, prefix=API_PREFIX)
     app.include_router(service_metrics.router)
+    app.include_router(github.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=container.settings.max_body_bytes)
     # Added last, so outermost: it measures and logs what the client got, 413s included.
     app.add_middleware(ObservabilityMiddleware, telemetry=container.telemetry)

@@ -29,6 +29,7 @@ from keepgreen.adapters.db.tables import (
     CiRunHolderRow,
     CommitStatusRow,
     FlakySettingsRow,
+    GithubDeliveryRow,
     ImpactedTargetsRow,
     OrgRow,
     QueueEffectRow,
@@ -62,6 +63,7 @@ from keepgreen.core.ids import OrgId, PullRequestId, QueueId, RepositoryId, Test
 from keepgreen.core.model import (
     ChainLink,
     CommitStatus,
+    GithubDelivery,
     ImpactedTargets,
     Incident,
     Org,
@@ -464,6 +466,45 @@ class SqlHistory:
             .order_by(StateChangeRow.at, StateChangeRow.id)
         )
         return [state_change_from_row(row) for row in rows]
+
+
+class SqlGithubDeliveries:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add_if_new(self, delivery: GithubDelivery) -> bool:
+        return _insert_ignore(
+            self._session,
+            GithubDeliveryRow,
+            {
+                "id": delivery.id,
+                "event": delivery.event,
+                "action": delivery.action,
+                "installation_id": delivery.installation_id,
+                "payload": dict(delivery.payload),
+                "received_at": delivery.received_at,
+            },
+            keys=("id",),
+        )
+
+    def pending(self, *, limit: int) -> Sequence[GithubDelivery]:
+        rows = self._session.scalars(
+            select(GithubDeliveryRow)
+            .where(GithubDeliveryRow.processed_at.is_(None))
+            .order_by(GithubDeliveryRow.received_at, GithubDeliveryRow.id)
+            .limit(limit)
+        )
+        return [
+            GithubDelivery(
+                id=row.id,
+                event=row.event,
+                action=row.action,
+                installation_id=row.installation_id,
+                payload=row.payload,
+                received_at=row.received_at,
+            )
+            for row in rows
+        ]
 
 
 class SqlIncidents:

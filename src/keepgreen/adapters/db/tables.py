@@ -524,3 +524,20 @@ class InstanceSecretRow(Base):
 
     name: Mapped[str] = mapped_column(NAME, primary_key=True)
     value: Mapped[str] = mapped_column(String(128))
+
+
+class GithubDeliveryRow(Base):
+    """A GitHub webhook delivery, stored when it arrives (the answer goes back at once) and
+    acted on by the worker; `id` is GitHub's X-GitHub-Delivery, so a redelivery is a no-op.
+    """
+
+    __tablename__ = "github_deliveries"
+    __table_args__ = (Index("ix_github_deliveries_processed_at", "processed_at", "received_at"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    event: Mapped[str] = mapped_column(String(64))
+    action: Mapped[str | None] = mapped_column(String(64))
+    installation_id: Mapped[int | None] = mapped_column(BigInteger)
+    payload: Mapped[dict[str, object]] = mapped_column(JSON)
+    received_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    processed_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

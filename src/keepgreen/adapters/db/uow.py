@@ -16,6 +16,7 @@ from keepgreen.adapters.db.repositories import (
     SqlCommitStatuses,
     SqlEffects,
     SqlEntries,
+    SqlGithubDeliveries,
     SqlHistory,
     SqlImpactedTargets,
     SqlIncidents,
@@ -51,6 +52,7 @@ class SqlUnitOfWork:
         self.entries = SqlEntries(session)
         self.history = SqlHistory(session)
         self.incidents = SqlIncidents(session)
+        self.github_deliveries = SqlGithubDeliveries(session)
         self.test_runs = SqlTestRuns(session)
         self.statuses = SqlCommitStatuses(session, self._new_id)
         self.impacted_targets = SqlImpactedTargets(session, self._new_id)
