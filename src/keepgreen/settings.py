@@ -88,17 +88,7 @@ class Settings(BaseSettings):
         if self.metrics_token_file is None:
             return None
         name = "KEEPGREEN_METRICS_TOKEN_FILE"
-        try:
-            raw = self.metrics_token_file.read_bytes()
-        except OSError as error:
-            reason = error.strerror or type(error).__name__
-            raise SettingsError(
-                f"{name} names {self.metrics_token_file}, which cannot be read ({reason})"
-            ) from None
-        try:
-            token = raw.decode("ascii").strip()
-        except UnicodeDecodeError:
-            token = ""
+        token = _read_secret(name, self.metrics_token_file)
         # Never the token itself in a message: only what is wrong with it.
         if not token.isascii() or not token.isprintable() or " " in token or not token:
             raise SettingsError(
@@ -119,17 +109,7 @@ class Settings(BaseSettings):
         if self.github_webhook_secret_file is None:
             return None
         name = "KEEPGREEN_GITHUB_WEBHOOK_SECRET_FILE"
-        try:
-            raw = self.github_webhook_secret_file.read_bytes()
-        except OSError as error:
-            reason = error.strerror or type(error).__name__
-            raise SettingsError(
-                f"{name} names {self.github_webhook_secret_file}, which cannot be read ({reason})"
-            ) from None
-        try:
-            secret = raw.decode("utf-8").strip()
-        except UnicodeDecodeError:
-            secret = ""
+        secret = _read_secret(name, self.github_webhook_secret_file)
         if not secret or "\n" in secret:
             raise SettingsError(
                 f"{name}: the file must hold the App's webhook secret alone on one line"
@@ -167,3 +147,19 @@ def _with_driver(url: str) -> str:
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url.removeprefix(prefix)
     return url
+
+
+def _read_secret(name: str, path: Path) -> str:
+    """The text of the secret file `path` named by setting `name`, surrounding whitespace
+    dropped ("" when it is not UTF-8); SettingsError when it cannot be read. Never the secret
+    in a message.
+    """
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise SettingsError(f"{name} names {path}, which cannot be read ({reason})") from None
+    try:
+        return raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        return ""
