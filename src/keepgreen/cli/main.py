@@ -10,7 +10,7 @@ import structlog
 import typer
 
 from keepgreen import __version__
-from keepgreen.cli import admin, client, flaky, upload
+from keepgreen.cli import admin, client, flaky, github, upload
 
 if TYPE_CHECKING:
     from keepgreen.bootstrap import Container
@@ -26,6 +26,7 @@ app = typer.Typer(
 client.register(app)
 upload.register(app)
 flaky.register(app)
+github.register(app)
 
 
 def _print_version(value: bool) -> None:

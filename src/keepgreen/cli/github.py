@@ -1,0 +1,88 @@
+"""`keepgreen github`: setting keepgreen up as a GitHub App.
+
+`keepgreen github manifest` prints the App's manifest (GitHub's "Registering a GitHub App from
+a manifest"): its name, where its webhooks go, the permissions and events the queue needs. On
+GitHub: Settings > Developer settings > GitHub Apps > New GitHub App from a manifest, or POST
+it to https://github.com/settings/apps/new?state=... as the `manifest` form field.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+import typer
+
+from keepgreen.settings import Settings
+
+# What the queue needs on a repository, and why (see the README's "Use it with GitHub").
+PERMISSIONS = {
+    "contents": "write",  # fetch, push test branches, move the target branch when landing
+    "workflows": "write",  # push test branches whose PRs change .github/workflows
+    "pull_requests": "write",  # read PRs, mark them merged
+    "checks": "write",  # the `keepgreen` check run on each PR; CI's check runs on test branches
+    "issues": "write",  # the one comment kept up to date on each PR
+    "statuses": "read",  # CI's commit statuses on test branches
+    "administration": "read",  # branch protection and rulesets: the required checks
+    "members": "read",  # who may enqueue: write permission through teams
+    "metadata": "read",  # every App has it
+}
+# The events the webhook intake acts on (installation events come to every App unasked).
+EVENTS = ["check_run", "check_suite", "issue_comment", "pull_request", "push", "status"]
+
+github_app = typer.Typer(help="keepgreen as a GitHub App: its manifest.", no_args_is_help=True)
+
+
+def manifest(public_url: str, *, name: str) -> dict[str, Any]:
+    """The App manifest for a keepgreen reached at `public_url`."""
+    base = public_url.rstrip("/")
+    return {
+        "name": name,
+        "url": base,
+        "description": "keepgreen: a merge queue that keeps the branch green, and flaky tests.",
+        "public": False,
+        "hook_attributes": {"url": f"{base}/webhooks/github", "active": True},
+        "default_permissions": dict(PERMISSIONS),
+        "default_events": list(EVENTS),
+    }
+
+
+@github_app.command("manifest")
+def manifest_command(
+    public_url: Annotated[
+        str | None,
+        typer.Option(help="Where GitHub reaches keepgreen (default: KEEPGREEN_PUBLIC_URL)."),
+    ] = None,
+    name: Annotated[str, typer.Option(help="The App's name on GitHub (unique there).")] = (
+        "keepgreen"
+    ),
+) -> None:
+    """Print the GitHub App manifest: permissions, events and the webhook URL."""
+    url = public_url or Settings().public_url
+    if not url:
+        typer.echo(
+            "error: GitHub must know where to send webhooks: set KEEPGREEN_PUBLIC_URL or pass "
+            "--public-url https://keepgreen.example.com",
+            err=True,
+        )
+        raise typer.Exit(2)
+    parts = urlsplit(url)
+    if parts.scheme not in ("https", "http") or not parts.hostname or parts.query:
+        typer.echo(
+            f"error: public URL {url!r} must be an absolute http(s) URL without a query "
+            "(GitHub sends webhooks to <url>/webhooks/github)",
+            err=True,
+        )
+        raise typer.Exit(2)
+    if parts.username or parts.password:
+        typer.echo("error: the public URL must not hold credentials", err=True)
+        raise typer.Exit(2)
+    if not name.strip() or len(name) > 34:  # GitHub's limit on an App's name
+        typer.echo("error: --name must be 1 to 34 characters", err=True)
+        raise typer.Exit(2)
+    typer.echo(json.dumps(manifest(url, name=name.strip()), indent=2))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(github_app, name="github")
