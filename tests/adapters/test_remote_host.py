@@ -265,7 +265,10 @@ def test_a_push_the_server_refuses_is_an_error_without_the_token(served: Served)
     served.publish()
     base = served.work.tip("main")
     hook = served.bare / "hooks" / "pre-receive"
-    hook.write_text("#!/bin/sh\necho 'refusing everything' >&2\nexit 1\n")
+    # The hook colours its words and says too much: only the readable text comes through.
+    hook.write_text(
+        "#!/bin/sh\nprintf '\\033[31mrefusing everything\\033[0m %0500d\\n' 0 >&2\nexit 1\n"
+    )
     hook.chmod(0o755)
     host, repo = served.host, served.repo
     with pytest.raises(CodeHostError) as raised:
@@ -275,6 +278,8 @@ def test_a_push_the_server_refuses_is_an_error_without_the_token(served: Served)
     assert "refused a push" in str(raised.value)
     assert "the server said: refusing everything" in str(raised.value)  # the hook's words
     assert "git-token-file" not in str(raised.value)  # not a credentials problem
+    assert "\x1b" not in str(raised.value)
+    assert len(str(raised.value)) < 500
     hook.unlink()
     built = host.build_test_commit(repo, base_sha=base, prs=[(1, head)], branch="kg/1")
     assert isinstance(built, TestCommit)

@@ -70,12 +70,17 @@ class Faulty(ServedRepository):
             if run.status is TestRunStatus.IN_PROGRESS and run.sha is not None:
                 self.scenario.set_status(run.sha, "success")
 
-    def one_pr_testing(self) -> None:
-        """A queue with PR 1 ("Add a") on the server, submitted, and its run testing."""
+    def prs_testing(self, count: int = 1) -> None:
+        """A queue with PRs 1 ("Add a"), 2 ("Add b"), ... on the server, submitted, and a run
+        testing.
+        """
         self.scenario.create_queue()
-        self.scenario.pr(1, {"a.txt": "a\n"}, title="Add a")
+        names = "abcdefgh"[:count]
+        for number, name in enumerate(names, start=1):
+            self.scenario.pr(number, {f"{name}.txt": f"{name}\n"}, title=f"Add {name}")
         self.publish()
-        self.scenario.submit(1)
+        for number in range(1, count + 1):
+            self.scenario.submit(number)
         _testing(self)
 
     def pass_until(self, states: dict[int, str], *, seconds: float = 30) -> None:
@@ -131,7 +136,7 @@ def test_a_refused_token_is_an_incident_of_the_queue_and_the_pr_until_it_is_fixe
     faulty: Faulty, caplog: pytest.LogCaptureFixture
 ) -> None:
     scenario = faulty.scenario
-    faulty.one_pr_testing()
+    faulty.prs_testing()
 
     faulty.token_file.write_text(WRONG + "\n")  # rotated on the server, not here
     scenario.wait_for(lambda: scenario.get_queue()["waitingOn"] is not None, seconds=15)
@@ -172,13 +177,7 @@ def test_a_server_stopped_and_started_again_is_waited_for_and_the_queue_resumes(
     faulty: Faulty,
 ) -> None:
     scenario = faulty.scenario
-    scenario.create_queue()
-    scenario.pr(1, {"a.txt": "a\n"}, title="Add a")
-    scenario.pr(2, {"b.txt": "b\n"}, title="Add b")
-    faulty.publish()
-    scenario.submit(1)
-    scenario.submit(2)
-    _testing(faulty)
+    faulty.prs_testing(2)
 
     faulty.stop()
     scenario.wait_for(lambda: scenario.get_queue()["waitingOn"] is not None, seconds=15)
@@ -213,7 +212,7 @@ def test_a_landing_refused_by_a_server_hook_fails_the_pr_with_the_servers_words(
     faulty: Faulty,
 ) -> None:
     scenario = faulty.scenario
-    faulty.one_pr_testing()
+    faulty.prs_testing()
     hook = faulty.bare / "hooks" / "pre-receive"
     hook.write_text(
         "#!/bin/sh\n"
@@ -242,7 +241,7 @@ def test_a_target_branch_deleted_on_the_server_holds_the_queue_until_it_is_back(
     faulty: Faulty,
 ) -> None:
     scenario = faulty.scenario
-    faulty.one_pr_testing()
+    faulty.prs_testing()
     tip = faulty.git("rev-parse", "main")
 
     faulty.git("update-ref", "-d", "refs/heads/main")
@@ -290,13 +289,7 @@ def test_a_pr_head_force_pushed_on_the_server_while_queued_is_cancelled_as_pushe
     faulty: Faulty,
 ) -> None:
     scenario = faulty.scenario
-    scenario.create_queue()
-    scenario.pr(1, {"a.txt": "a\n"}, title="Add a")
-    scenario.pr(2, {"b.txt": "b\n"}, title="Add b")
-    faulty.publish()
-    scenario.submit(1)
-    scenario.submit(2)
-    _testing(faulty)
+    faulty.prs_testing(2)
 
     scenario.push_to_pr(1, {"a.txt": "a, amended\n"}, "amend a")
     faulty.publish()

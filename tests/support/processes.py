@@ -22,9 +22,9 @@ def processes_running(argv: str) -> list[int]:
     return found
 
 
-def process_group_members(pgid: int) -> list[int]:
-    """The pids of the live processes (zombies excluded) in process group `pgid`."""
-    members = []
+def _live_processes() -> list[tuple[int, list[str]]]:
+    """(pid, the fields of /proc/<pid>/stat after the command name) of every live process."""
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -32,26 +32,20 @@ def process_group_members(pgid: int) -> list[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(entry.name))
-    return members
+        fields = stat[stat.rindex(")") + 2 :].split()  # state, ppid, pgrp, ...
+        if fields[0] != "Z":
+            found.append((int(entry.name), fields))
+    return found
+
+
+def process_group_members(pgid: int) -> list[int]:
+    """The pids of the live processes (zombies excluded) in process group `pgid`."""
+    return [pid for pid, fields in _live_processes() if int(fields[2]) == pgid]
 
 
 def child_processes(pid: int) -> list[int]:
     """The pids of the live processes (zombies excluded) whose parent is `pid`."""
-    children = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if fields[0] != "Z" and int(fields[1]) == pid:
-            children.append(int(entry.name))
-    return children
+    return [child for child, fields in _live_processes() if int(fields[1]) == pid]
 
 
 def all_command_lines() -> list[str]:

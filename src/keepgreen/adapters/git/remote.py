@@ -19,6 +19,8 @@ from keepgreen.core.git_urls import REDACTED, redact_url
 from keepgreen.core.model import GitAuth
 
 REMOTE_TIMEOUT_SECONDS = 30.0
+_MAX_SERVER_SAID = 300  # characters of a server's own message kept in an error
+_TERMINAL_ESCAPE = re.compile(r"\x1b(\[[0-9;?]*[ -/]*[@-~]|[@-_])")  # colours, cursor moves
 # Anything shaped like credentials in a URL git printed: `scheme://user:secret@`.
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
 
@@ -190,6 +192,11 @@ def server_said(stderr: str, auth: GitAuth) -> str:
         for line in stderr.splitlines()
         if line.startswith("remote:") and line.removeprefix("remote:").strip()
     )
+    # The server's words reach terminals (`queue show`) and logs: no control characters
+    # (a hook's colours, or escapes meant for whoever reads them), and a readable length.
+    said = "".join(c for c in _TERMINAL_ESCAPE.sub("", said) if c >= " " and c != "\x7f")
+    if len(said) > _MAX_SERVER_SAID:
+        said = said[: _MAX_SERVER_SAID - 1] + "…"
     return scrub(said, auth)
 
 
