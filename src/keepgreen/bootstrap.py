@@ -30,7 +30,7 @@ from keepgreen.app.flaky.detection import Detector, Housekeeping
 from keepgreen.app.flaky.ingest import IngestService, ResultLimitReached
 from keepgreen.app.flaky.manage import FlakyManageService
 from keepgreen.app.flaky.reads import FlakyReadService
-from keepgreen.app.github_webhooks import WebhookIntake
+from keepgreen.app.github.intake import WebhookIntake
 from keepgreen.app.metrics import MetricsService
 from keepgreen.app.ports import Clock, IdFactory, MergeHost, UnitOfWork, UnitOfWorkFactory
 from keepgreen.app.pull_requests import PullRequestService

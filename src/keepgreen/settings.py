@@ -78,6 +78,31 @@ class Settings(BaseSettings):
     github_private_key_file: Path | None = None
     github_webhook_secret_file: Path | None = None
     github_api_url: str = "https://api.github.com"
+    # The label that queues a PR when added (and cancels it when removed).
+    github_merge_label: Annotated[str, Field(min_length=1, max_length=50)] = "keepgreen-merge"
+    # Without webhooks (one lost, or none configured) the worker still re-reads each queued
+    # PR from the API at most this often.
+    github_reconcile_seconds: Annotated[float, Field(ge=1)] = 60.0
+
+    def github_private_key(self) -> SecretStr | None:
+        """The App's private key (PEM) from KEEPGREEN_GITHUB_PRIVATE_KEY_FILE, or None when the
+        App is not configured (no app id and no key file). One without the other is refused.
+        """
+        if self.github_app_id is None and self.github_private_key_file is None:
+            return None
+        if self.github_app_id is None or self.github_private_key_file is None:
+            raise SettingsError(
+                "KEEPGREEN_GITHUB_APP_ID and KEEPGREEN_GITHUB_PRIVATE_KEY_FILE go together: "
+                "set both to use keepgreen as a GitHub App"
+            )
+        name = "KEEPGREEN_GITHUB_PRIVATE_KEY_FILE"
+        key = _read_secret(name, self.github_private_key_file)
+        if "PRIVATE KEY-----" not in key:
+            raise SettingsError(
+                f"{name}: the file must hold the App's private key in PEM form, as GitHub "
+                "gives it (-----BEGIN RSA PRIVATE KEY-----)"
+            )
+        return SecretStr(key)
 
     def metrics_token(self) -> SecretStr | None:
         """The operator's /metrics token from KEEPGREEN_METRICS_TOKEN_FILE, or None when unset.

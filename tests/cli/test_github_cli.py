@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from keepgreen.app.github_webhooks import ACTED_ON
+from keepgreen.app.github.intake import ACTED_ON
 from keepgreen.cli.main import app
 
 EXAMPLES = Path(__file__).parent.parent / "fixtures" / "github" / "webhooks-examples.json"

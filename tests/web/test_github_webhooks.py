@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 from httpx import Response
 
-from keepgreen.app.github_webhooks import ACTED_ON
+from keepgreen.app.github.intake import ACTED_ON
 from keepgreen.bootstrap import Container, bootstrap
 from keepgreen.settings import Settings, SettingsError
 from keepgreen.web.app import create_app

@@ -27,6 +27,8 @@ from keepgreen.core.model import (
     CommitStatus,
     GitAuth,
     GithubDelivery,
+    GithubFeedback,
+    GithubInstallation,
     ImpactedTargets,
     Incident,
     Org,
@@ -372,6 +374,38 @@ class GithubDeliveryRepository(Protocol):
         """Deliveries not yet acted on, oldest first."""
         ...
 
+    def claim(self, delivery_id: str, *, at: datetime) -> bool:
+        """Mark the delivery processed at `at`; False when another worker did so first."""
+        ...
+
+    def release(self, delivery_id: str) -> None:
+        """Unmark it, for a later pass to try again (the work failed for a passing reason)."""
+        ...
+
+
+class GithubInstallationRepository(Protocol):
+    def get(self, installation_id: int) -> GithubInstallation | None: ...
+    def save(self, installation: GithubInstallation) -> None:
+        """Insert or update."""
+        ...
+
+    def delete(self, installation_id: int) -> None: ...
+    def list_all(self) -> Sequence[GithubInstallation]: ...
+    def repositories(self, installation_id: int) -> Sequence[Repository]:
+        """The repositories that came through this installation."""
+        ...
+
+    def by_github_name(self, owner: str, name: str) -> Sequence[Repository]:
+        """The App's repositories named `owner/name` (in any org), for events."""
+        ...
+
+
+class GithubFeedbackRepository(Protocol):
+    def get(self, repository_id: RepositoryId, number: int) -> GithubFeedback | None: ...
+    def save(self, feedback: GithubFeedback) -> None:
+        """Insert or update."""
+        ...
+
 
 class IncidentRepository(Protocol):
     """The history of faults of each queue's git server (see `Incident`)."""
@@ -500,6 +534,10 @@ class UnitOfWork(Protocol):
     def incidents(self) -> IncidentRepository: ...
     @property
     def github_deliveries(self) -> GithubDeliveryRepository: ...
+    @property
+    def github_installations(self) -> GithubInstallationRepository: ...
+    @property
+    def github_feedback(self) -> GithubFeedbackRepository: ...
     @property
     def statuses(self) -> CommitStatusRepository: ...
     @property

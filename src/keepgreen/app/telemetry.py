@@ -61,6 +61,14 @@ EFFECT_KINDS = (
 )
 LeaseChange = Literal["acquired", "lost", "released"]
 GitResult = Literal["ok", "exit_nonzero", "timeout", "error"]
+GithubOutcome = Literal["ok", "not_found", "refused", "rate_limited", "unavailable"]
+GITHUB_OUTCOMES: tuple[GithubOutcome, ...] = (
+    "ok",
+    "not_found",
+    "refused",
+    "rate_limited",
+    "unavailable",
+)
 CiResult = Literal["success", "failure", "error", "cancelled"]
 
 
@@ -200,6 +208,25 @@ class Telemetry:
             ["kind"],
             registry=registry,
         )
+        self._github_requests = Counter(
+            "keepgreen_github_requests",
+            "Requests to GitHub's REST API, by outcome (ok, not_found, refused, rate_limited,"
+            " unavailable)",
+            ["outcome"],
+            registry=registry,
+        )
+        self._github_remaining = Gauge(
+            "keepgreen_github_rate_limit_remaining",
+            "Requests left in the GitHub App installation's hourly budget, as GitHub last said",
+            ["installation"],
+            registry=registry,
+        )
+        self._github_limit = Gauge(
+            "keepgreen_github_rate_limit",
+            "The GitHub App installation's hourly request budget, as GitHub last said",
+            ["installation"],
+            registry=registry,
+        )
         self._queues_waiting = Gauge(
             "keepgreen_queues_waiting_on_git_host",
             "Queues held by this worker that wait on their git server (unreachable, refusing"
@@ -272,6 +299,8 @@ class Telemetry:
             self._passes.labels(outcome)
         for incident in IncidentKind:
             self._host_failures.labels(incident.value)
+        for outcome in GITHUB_OUTCOMES:
+            self._github_requests.labels(outcome)
         for change in ("acquired", "lost", "released"):
             self._leases.labels(change)
         for stored in ("stored", "refused"):
@@ -317,6 +346,13 @@ class Telemetry:
 
     def git_host_failed(self, kind: IncidentKind) -> None:
         self._host_failures.labels(kind.value).inc()
+
+    def github_request(self, outcome: GithubOutcome) -> None:
+        self._github_requests.labels(outcome).inc()
+
+    def github_budget(self, installation_id: int, *, limit: int, remaining: int) -> None:
+        self._github_limit.labels(str(installation_id)).set(limit)
+        self._github_remaining.labels(str(installation_id)).set(remaining)
 
     def queues_waiting_on_git_host(self, count: int) -> None:
         self._queues_waiting.set(count)

@@ -161,6 +161,9 @@ class IncidentKind(StrEnum):
     TARGET_BRANCH_MISSING = "target_branch_missing"  # the queue's branch is not on the server
     TARGET_BRANCH_REWOUND = "target_branch_rewound"  # the branch was force-pushed backwards
     GIT_ERROR = "git_error"  # any other failure of a git call
+    GITHUB_UNAVAILABLE = "github_unavailable"  # GitHub's API answered 5xx, or not in time
+    GITHUB_RATE_LIMITED = "github_rate_limited"  # GitHub's API said to wait (403/429)
+    GITHUB_REFUSED = "github_refused"  # the App may not do it (not installed, no permission)
 
 
 # The incidents that are about reaching the server at all: they end when a pass reads it again.
@@ -174,5 +177,8 @@ SERVER_INCIDENTS = frozenset(
         IncidentKind.TLS_UNTRUSTED,
         IncidentKind.REPOSITORY_MISSING,
         IncidentKind.GIT_ERROR,
+        IncidentKind.GITHUB_UNAVAILABLE,
+        IncidentKind.GITHUB_RATE_LIMITED,
+        IncidentKind.GITHUB_REFUSED,
     }
 )

@@ -86,6 +86,9 @@ class Repository:
     # the test branches keepgreen pushes there.
     pr_refspec: str = DEFAULT_PR_REFSPEC
     test_branch_prefix: str = DEFAULT_TEST_BRANCH_PREFIX
+    # The GitHub App installation that gives keepgreen this repository; None: not on GitHub
+    # through the App (git and PR data come from git alone).
+    github_installation_id: int | None = None
 
     def pull_request_ref(self, number: int) -> str:
         """The ref of pull request `number` (`refs/pull/<number>/head` by default)."""
@@ -343,3 +346,31 @@ class GithubDelivery:
     installation_id: int | None
     payload: Mapping[str, object]
     received_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class GithubInstallation:
+    """An installation of keepgreen's GitHub App on an account (a GitHub org or user).
+
+    Its repositories belong to `org_id`: the org linked to it by `keepgreen github link`, or
+    else the org whose slug is the account's login. None: no such org yet, so the repositories
+    it adds wait (unlinked) until one is linked.
+    """
+
+    id: int
+    account: str
+    org_id: OrgId | None
+    created_at: datetime
+    linked: bool = False  # org_id was set by `keepgreen github link`, not by the account name
+
+
+@dataclass(frozen=True, slots=True)
+class GithubFeedback:
+    """What keepgreen last showed on a PR on GitHub: its check run and its one comment."""
+
+    repository_id: RepositoryId
+    number: int
+    check_run_id: int | None = None
+    check_run_sha: str | None = None  # the head the check run is on
+    comment_id: int | None = None
+    shown: str = ""  # digest of what was last shown; unchanged feedback is not sent again

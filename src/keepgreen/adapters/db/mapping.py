@@ -59,6 +59,7 @@ def repository_from_row(row: RepositoryRow) -> Repository:
         ),
         pr_refspec=row.pr_refspec or DEFAULT_PR_REFSPEC,
         test_branch_prefix=row.test_branch_prefix or DEFAULT_TEST_BRANCH_PREFIX,
+        github_installation_id=row.github_installation_id,
     )
 
 
@@ -79,6 +80,7 @@ def write_repository(row: RepositoryRow, repository: Repository) -> None:
     # The defaults are stored as NULL, so a later change of default reaches those rows.
     row.pr_refspec = _unless(repository.pr_refspec, DEFAULT_PR_REFSPEC)
     row.test_branch_prefix = _unless(repository.test_branch_prefix, DEFAULT_TEST_BRANCH_PREFIX)
+    row.github_installation_id = repository.github_installation_id
 
 
 def _unless(value: str, default: str) -> str | None:

@@ -30,6 +30,8 @@ from keepgreen.adapters.db.tables import (
     CommitStatusRow,
     FlakySettingsRow,
     GithubDeliveryRow,
+    GithubFeedbackRow,
+    GithubInstallationRow,
     ImpactedTargetsRow,
     OrgRow,
     QueueEffectRow,
@@ -64,6 +66,8 @@ from keepgreen.core.model import (
     ChainLink,
     CommitStatus,
     GithubDelivery,
+    GithubFeedback,
+    GithubInstallation,
     ImpactedTargets,
     Incident,
     Org,
@@ -505,6 +509,111 @@ class SqlGithubDeliveries:
             )
             for row in rows
         ]
+
+    def claim(self, delivery_id: str, *, at: datetime) -> bool:
+        # Told by the row RETURNING gives back (psycopg's rowcount may be -1, unknown).
+        claimed = self._session.scalar(
+            update(GithubDeliveryRow)
+            .where(GithubDeliveryRow.id == delivery_id, GithubDeliveryRow.processed_at.is_(None))
+            .values(processed_at=at)
+            .returning(GithubDeliveryRow.id)
+        )
+        return claimed is not None
+
+    def release(self, delivery_id: str) -> None:
+        self._session.execute(
+            update(GithubDeliveryRow)
+            .where(GithubDeliveryRow.id == delivery_id)
+            .values(processed_at=None)
+        )
+
+
+class SqlGithubInstallations:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def get(self, installation_id: int) -> GithubInstallation | None:
+        row = self._session.get(GithubInstallationRow, installation_id)
+        return None if row is None else _installation(row)
+
+    def save(self, installation: GithubInstallation) -> None:
+        row = self._session.get(GithubInstallationRow, installation.id)
+        if row is None:
+            row = GithubInstallationRow(id=installation.id)
+            self._session.add(row)
+        row.account = installation.account
+        row.org_id = installation.org_id
+        row.linked = installation.linked
+        row.created_at = installation.created_at
+        self._session.flush()
+
+    def delete(self, installation_id: int) -> None:
+        self._session.execute(
+            delete(GithubInstallationRow).where(GithubInstallationRow.id == installation_id)
+        )
+
+    def list_all(self) -> Sequence[GithubInstallation]:
+        rows = self._session.scalars(
+            select(GithubInstallationRow).order_by(GithubInstallationRow.id)
+        )
+        return [_installation(row) for row in rows]
+
+    def repositories(self, installation_id: int) -> Sequence[Repository]:
+        rows = self._session.scalars(
+            select(RepositoryRow)
+            .where(RepositoryRow.github_installation_id == installation_id)
+            .order_by(RepositoryRow.owner, RepositoryRow.name)
+        )
+        return [repository_from_row(row) for row in rows]
+
+    def by_github_name(self, owner: str, name: str) -> Sequence[Repository]:
+        rows = self._session.scalars(
+            select(RepositoryRow).where(
+                RepositoryRow.github_installation_id.is_not(None),
+                func.lower(RepositoryRow.owner) == owner.lower(),
+                func.lower(RepositoryRow.name) == name.lower(),
+            )
+        )
+        return [repository_from_row(row) for row in rows]
+
+
+def _installation(row: GithubInstallationRow) -> GithubInstallation:
+    return GithubInstallation(
+        id=row.id,
+        account=row.account,
+        org_id=None if row.org_id is None else OrgId(row.org_id),
+        created_at=row.created_at,
+        linked=row.linked,
+    )
+
+
+class SqlGithubFeedback:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def get(self, repository_id: RepositoryId, number: int) -> GithubFeedback | None:
+        row = self._session.get(GithubFeedbackRow, (repository_id, number))
+        if row is None:
+            return None
+        return GithubFeedback(
+            repository_id=RepositoryId(row.repository_id),
+            number=row.number,
+            check_run_id=row.check_run_id,
+            check_run_sha=row.check_run_sha,
+            comment_id=row.comment_id,
+            shown=row.shown,
+        )
+
+    def save(self, feedback: GithubFeedback) -> None:
+        row = self._session.get(GithubFeedbackRow, (feedback.repository_id, feedback.number))
+        if row is None:
+            row = GithubFeedbackRow(repository_id=feedback.repository_id, number=feedback.number)
+            self._session.add(row)
+        row.check_run_id = feedback.check_run_id
+        row.check_run_sha = feedback.check_run_sha
+        row.comment_id = feedback.comment_id
+        row.shown = feedback.shown
+        self._session.flush()
 
 
 class SqlIncidents:

@@ -87,6 +87,8 @@ class RepositoryRow(Base):
     # The ref of PR N (`{number}` in it) and the prefix of test branches; NULL: the defaults.
     pr_refspec: Mapped[str | None] = mapped_column(Text)
     test_branch_prefix: Mapped[str | None] = mapped_column(Text)
+    # The GitHub App installation that gives keepgreen this repository (NULL: not through it).
+    github_installation_id: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class QueueRow(Base):
@@ -541,3 +543,30 @@ class GithubDeliveryRow(Base):
     payload: Mapped[dict[str, object]] = mapped_column(JSON)
     received_at: Mapped[datetime] = mapped_column(UtcDateTime())
     processed_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class GithubInstallationRow(Base):
+    """An installation of the GitHub App, and the org its repositories belong to."""
+
+    __tablename__ = "github_installations"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    account: Mapped[str] = mapped_column(NAME)
+    org_id: Mapped[str | None] = mapped_column(ID, ForeignKey("orgs.id", ondelete="SET NULL"))
+    linked: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class GithubFeedbackRow(Base):
+    """The check run and the comment keepgreen keeps up to date on a PR."""
+
+    __tablename__ = "github_feedback"
+
+    repository_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("repositories.id", ondelete="CASCADE"), primary_key=True
+    )
+    number: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    check_run_id: Mapped[int | None] = mapped_column(BigInteger)
+    check_run_sha: Mapped[str | None] = mapped_column(String(64))
+    comment_id: Mapped[int | None] = mapped_column(BigInteger)
+    shown: Mapped[str] = mapped_column(String(64))

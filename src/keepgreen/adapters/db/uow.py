@@ -17,6 +17,8 @@ from keepgreen.adapters.db.repositories import (
     SqlEffects,
     SqlEntries,
     SqlGithubDeliveries,
+    SqlGithubFeedback,
+    SqlGithubInstallations,
     SqlHistory,
     SqlImpactedTargets,
     SqlIncidents,
@@ -53,6 +55,8 @@ class SqlUnitOfWork:
         self.history = SqlHistory(session)
         self.incidents = SqlIncidents(session)
         self.github_deliveries = SqlGithubDeliveries(session)
+        self.github_installations = SqlGithubInstallations(session)
+        self.github_feedback = SqlGithubFeedback(session)
         self.test_runs = SqlTestRuns(session)
         self.statuses = SqlCommitStatuses(session, self._new_id)
         self.impacted_targets = SqlImpactedTargets(session, self._new_id)

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from keepgreen.app.github_webhooks import Received
+from keepgreen.app.github.intake import Received
 from keepgreen.web.auth import container_of
 from keepgreen.web.errors import error_response
 

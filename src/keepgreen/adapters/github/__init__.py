@@ -1,0 +1,1 @@
+"""GitHub, reached through its REST API as an App."""

@@ -1,0 +1,1 @@
+"""keepgreen as a GitHub App: webhooks in, the API port, events acted on, feedback on PRs."""
