@@ -286,6 +286,7 @@ class AdminService:
         auth: GitAuth = NO_AUTH,
         pr_refspec: str | None = None,
         test_branch_prefix: str | None = None,
+        github_installation_id: int | None = None,
     ) -> Registration:
         """Register a repository with an org (created if new), once its git data can be read.
 
@@ -324,10 +325,36 @@ class AdminService:
                 auth=survey.auth,
                 pr_refspec=refspec,
                 test_branch_prefix=prefix,
+                github_installation_id=github_installation_id,
             )
             uow.repositories.add(repository)
             uow.commit()
         return Registration(RepositoryInfo(repository, org.slug, ()), survey)
+
+    def ensure_org(self, slug: str) -> None:
+        """Make org `slug` unless it exists (400 for a bad slug)."""
+        with self._uow() as uow:
+            self._ensure_org(uow, slug)
+            uow.commit()
+
+    def adopt_for_github(
+        self, ref: RepoRef, *, org_slug: str, installation_id: int, auth: GitAuth, git_url: str
+    ) -> None:
+        """Hand org `org_slug`'s repository `ref` to GitHub App installation `installation_id`:
+        git goes to `git_url` with the installation's token from now on. 404 when the org has
+        no such repository (another org's is never taken).
+        """
+        with self._uow() as uow:
+            repository, _ = self._find(uow, ref, org_slug)
+            uow.repositories.save(
+                replace(
+                    repository,
+                    github_installation_id=installation_id,
+                    auth=auth,
+                    git_url=git_url,
+                )
+            )
+            uow.commit()
 
     def list_repositories(self, *, org_slug: str | None = None) -> list[RepositoryInfo]:
         """Every registered repository (of one org when `org_slug` is given), by reference."""

@@ -138,7 +138,12 @@ class QueueService:
         *,
         mode: QueueMode | None = None,
         concurrency: int | None = None,
+        feedback_on_pull_requests: bool = False,
     ) -> Queue:
+        """Create a queue for `branch`; `feedback_on_pull_requests` turns its check runs and
+        comments on (`statusCheckEnabled`, `commentsEnabled`), as for queues the GitHub App
+        makes.
+        """
         problem = branch_name_problem(branch)
         if problem is not None:
             raise InvalidInput("invalid_field", f"targetBranch {problem}")
@@ -155,7 +160,12 @@ class QueueService:
                     branch=branch,
                     state=QueueState.RUNNING,
                     mode=mode or QueueMode.SINGLE,
-                    config=replace(defaults, concurrency=concurrency or defaults.concurrency),
+                    config=replace(
+                        defaults,
+                        concurrency=concurrency or defaults.concurrency,
+                        status_check_enabled=feedback_on_pull_requests,
+                        comments_enabled=feedback_on_pull_requests,
+                    ),
                     created_at=now,
                     updated_at=now,
                 )

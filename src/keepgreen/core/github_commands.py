@@ -1,0 +1,95 @@
+"""The `/keepgreen` commands of PR comments: `/keepgreen merge [--priority P] [--no-batch]` and
+`/keepgreen cancel`.
+
+A command is the first line of a comment that starts with `/keepgreen`; anything else in the
+comment is prose. A comment without one is no command at all (most comments are talk).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from keepgreen.core.priority import (
+    Priority,
+    PriorityError,
+    priority_from_name,
+    priority_from_value,
+)
+
+PREFIX = "/keepgreen"
+USAGE = (
+    "`/keepgreen merge [--priority urgent|high|medium|low|0-255] [--no-batch]` "
+    "or `/keepgreen cancel`"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MergeCommand:
+    """Queue the PR (or update its priority and batching when it is queued)."""
+
+    priority: Priority | None = None
+    no_batch: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CancelCommand:
+    """Take the PR out of its queue."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandError:
+    """A `/keepgreen` line that says nothing keepgreen understands; `message` says why."""
+
+    message: str
+
+
+Command = MergeCommand | CancelCommand | CommandError
+
+
+def parse_command(body: str) -> Command | None:
+    """The command of a comment body, or None when no line starts with `/keepgreen`."""
+    for line in body.splitlines():
+        words = line.strip().split()
+        if words and words[0].lower() == PREFIX:
+            return _parse(words[1:])
+    return None
+
+
+def _parse(words: list[str]) -> Command:
+    if not words:
+        return CommandError(f"a command follows `/keepgreen`: {USAGE}")
+    verb, options = words[0].lower(), words[1:]
+    if verb == "cancel":
+        if options:
+            return CommandError(f"`/keepgreen cancel` takes no options: {USAGE}")
+        return CancelCommand()
+    if verb != "merge":
+        return CommandError(f"unknown command `{verb[:40]}`: {USAGE}")
+    priority: Priority | None = None
+    no_batch: bool | None = None
+    remaining = list(options)
+    while remaining:
+        option = remaining.pop(0).lower()
+        name, _, inline = option.partition("=")
+        if name == "--no-batch" and not inline:
+            no_batch = True
+        elif name == "--priority":
+            value = inline or (remaining.pop(0) if remaining else "")
+            if not value:
+                return CommandError(
+                    "`--priority` needs a value: urgent, high, medium, low or 0-255"
+                )
+            try:
+                priority = (
+                    priority_from_value(int(value))
+                    if value.isdigit()
+                    else priority_from_name(value)
+                )
+            except PriorityError as error:
+                return CommandError(f"`--priority`: {error}")
+        else:
+            return CommandError(f"unknown option `{option[:40]}`: {USAGE}")
+    return MergeCommand(priority=priority, no_batch=no_batch)
+
+
+__all__ = ["CancelCommand", "Command", "CommandError", "MergeCommand", "parse_command"]
