@@ -39,6 +39,8 @@ from keepgreen.core.priority import DEFAULT_PRIORITY, Priority
 from keepgreen.core.scheduler import (
     EntrySubmitted,
     ImpactedTargetsSet,
+    PrClosed,
+    PrHeadMoved,
     RestartRequested,
     UserCancelled,
 )
@@ -143,6 +145,23 @@ class PullRequestService:
             uow.commit()
         self._wake()
         return entry
+
+    def observed(self, target: QueueTarget, event: PrClosed | PrHeadMoved) -> bool:
+        """Feed what the code host said about a PR (closed, pushed to) to its queue, as the
+        worker would at its next look; False when the PR is not in the queue (nothing to do).
+        """
+        with self._uow() as uow:
+            repository = find_repository(uow, target.org_id, target.repo)
+            queue = uow.queues.find(repository.id, target.branch, lock=True)
+            if queue is None:
+                return False
+            entry = uow.entries.find(queue.id, event.number)
+            if entry is None or entry.state.is_terminal:
+                return False
+            self._engine.advance(uow, queue, event)
+            uow.commit()
+        self._wake()
+        return True
 
     def restart(self, target: QueueTarget, number: int) -> QueueEntry:
         """Ask for a PR's tests to run again; only a PR being tested or decided can restart."""

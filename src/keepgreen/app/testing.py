@@ -66,7 +66,12 @@ class TestingService:
                 entry.id: uow.impacted_targets.find(queue.id, entry.number, entry.head_sha)
                 for entry in (*dependent, *tested)
             }
-        source = "merge_instance" if queue.config.required_statuses is not None else "trunk_config"
+        if queue.config.required_statuses is not None:
+            source = "merge_instance"
+        elif queue.host_required_statuses:
+            source = "repo_provider_branch_protection"
+        else:
+            source = "trunk_config"
         return TestRunDetails(
             repository=repository,
             run=run,

@@ -139,6 +139,9 @@ class Queue:
     # and the count of test runs created, from which run ids are derived.
     target_sha: str | None = None
     run_seq: int = 0
+    # The status checks the code host's branch protection requires of the branch (GitHub's
+    # rules and rulesets), as the worker last read them; None: not read, or not on GitHub.
+    host_required_statuses: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,3 +377,4 @@ class GithubFeedback:
     check_run_sha: str | None = None  # the head the check run is on
     comment_id: int | None = None
     shown: str = ""  # digest of what was last shown; unchanged feedback is not sent again
+    merged_sha: str | None = None  # the commit GitHub's merge made, once it is merged

@@ -118,6 +118,9 @@ def queue_from_row(row: QueueRow) -> Queue:
         updated_at=row.updated_at,
         target_sha=row.target_sha,
         run_seq=row.run_seq,
+        host_required_statuses=(
+            None if row.host_required_statuses is None else tuple(row.host_required_statuses)
+        ),
     )
 
 
@@ -151,6 +154,9 @@ def write_queue(row: QueueRow, queue: Queue) -> None:
     row.updated_at = queue.updated_at
     row.target_sha = queue.target_sha
     row.run_seq = queue.run_seq
+    row.host_required_statuses = (
+        None if queue.host_required_statuses is None else list(queue.host_required_statuses)
+    )
 
 
 def entry_from_row(row: QueueEntryRow) -> QueueEntry:

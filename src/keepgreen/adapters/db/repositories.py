@@ -602,6 +602,7 @@ class SqlGithubFeedback:
             check_run_sha=row.check_run_sha,
             comment_id=row.comment_id,
             shown=row.shown,
+            merged_sha=row.merged_sha,
         )
 
     def save(self, feedback: GithubFeedback) -> None:
@@ -613,6 +614,7 @@ class SqlGithubFeedback:
         row.check_run_sha = feedback.check_run_sha
         row.comment_id = feedback.comment_id
         row.shown = feedback.shown
+        row.merged_sha = feedback.merged_sha
         self._session.flush()
 
 

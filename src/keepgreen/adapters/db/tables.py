@@ -126,6 +126,8 @@ class QueueRow(Base):
     run_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    # The checks GitHub's branch protection requires of the branch (NULL: not read).
+    host_required_statuses: Mapped[list[str] | None] = mapped_column(JSON)
 
 
 class QueueLeaseRow(Base):
@@ -570,3 +572,4 @@ class GithubFeedbackRow(Base):
     check_run_sha: Mapped[str | None] = mapped_column(String(64))
     comment_id: Mapped[int | None] = mapped_column(BigInteger)
     shown: Mapped[str] = mapped_column(String(64))
+    merged_sha: Mapped[str | None] = mapped_column(String(64))

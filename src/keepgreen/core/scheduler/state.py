@@ -29,9 +29,13 @@ class Policy:
     test_branch_prefix: str = DEFAULT_TEST_BRANCH_PREFIX
 
     def required_statuses(self, queue: Queue) -> tuple[str, ...]:
-        """The queue's override; else the built-in runner's status; else none at all."""
+        """The queue's override; else what the code host's branch protection requires (on
+        GitHub); else the built-in runner's status; else none at all.
+        """
         if queue.config.required_statuses is not None:
             return queue.config.required_statuses
+        if queue.host_required_statuses:
+            return queue.host_required_statuses
         return (BUILT_IN_CI_CONTEXT,) if self.has_built_in_ci else ()
 
 

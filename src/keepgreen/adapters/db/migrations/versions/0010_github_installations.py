@@ -44,6 +44,7 @@ def upgrade() -> None:
         sa.Column("check_run_sha", sa.String(length=64), nullable=True),
         sa.Column("comment_id", sa.BigInteger(), nullable=True),
         sa.Column("shown", sa.String(length=64), nullable=False),
+        sa.Column("merged_sha", sa.String(length=64), nullable=True),
         sa.ForeignKeyConstraint(
             ["repository_id"],
             ["repositories.id"],
@@ -52,13 +53,15 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("repository_id", "number", name=op.f("pk_github_feedback")),
     )
-    # A plain ADD COLUMN (see 0007: a batch would rebuild `repositories` and cascade-delete).
+    op.add_column("queues", sa.Column("host_required_statuses", sa.JSON(), nullable=True))
+    # Plain ADD COLUMNs (see 0007: a batch would rebuild `repositories` and cascade-delete).
     op.add_column(
         "repositories", sa.Column("github_installation_id", sa.BigInteger(), nullable=True)
     )
 
 
 def downgrade() -> None:
+    op.drop_column("queues", "host_required_statuses")
     op.drop_column("repositories", "github_installation_id")
     op.drop_table("github_feedback")
     op.drop_table("github_installations")

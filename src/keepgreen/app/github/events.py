@@ -1,0 +1,399 @@
+"""The worker's side of GitHub webhooks: each stored delivery acted on once.
+
+Deliveries are hints: a PR closed or pushed to is fed to its queue at once, a comment or a
+label queues or cancels, a check run or status on a test branch is stored as CI's answer (the
+path `setCommitStatus` takes). The worker's own reconcile pass reads what it needs from GitHub
+at a bounded rate, so a lost delivery delays, never loses. A delivery is claimed by one worker;
+when GitHub fails while acting on it, the claim is given back and a later pass tries again.
+
+Only events about repositories of the delivery's own installation are acted on: a payload can
+never reach another installation's (another org's) repositories.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import structlog
+
+from keepgreen.app.errors import Conflict, KeepgreenError, NotFound
+from keepgreen.app.github.api import MAY_MERGE, GithubApi, GithubUnavailable, Where
+from keepgreen.app.github.installations import GithubInstallations
+from keepgreen.app.ports import Clock, CodeHostError, UnitOfWorkFactory
+from keepgreen.app.pull_requests import PullRequestService, QueueTarget
+from keepgreen.app.testing import StatusService
+from keepgreen.core.enums import CommitState
+from keepgreen.core.github_commands import (
+    CancelCommand,
+    CommandError,
+    MergeCommand,
+    parse_command,
+)
+from keepgreen.core.model import GithubDelivery, Repository
+from keepgreen.core.names import normalize_sha
+from keepgreen.core.priority import Priority
+from keepgreen.core.scheduler import PrClosed, PrHeadMoved
+
+log = structlog.get_logger(__name__)
+
+# GitHub's check run conclusions as commit states (`neutral` and `skipped` pass, as on GitHub).
+_CONCLUSIONS: dict[str, CommitState] = {
+    "success": CommitState.SUCCESS,
+    "neutral": CommitState.SUCCESS,
+    "skipped": CommitState.SUCCESS,
+    "failure": CommitState.FAILURE,
+    "timed_out": CommitState.FAILURE,
+    "cancelled": CommitState.FAILURE,
+    "action_required": CommitState.FAILURE,
+    "startup_failure": CommitState.FAILURE,
+    "stale": CommitState.FAILURE,
+}
+_STATUSES: dict[str, CommitState] = {
+    "pending": CommitState.PENDING,
+    "success": CommitState.SUCCESS,
+    "failure": CommitState.FAILURE,
+    "error": CommitState.ERROR,
+}
+_BATCH = 50  # deliveries taken per pass
+
+
+@dataclass(frozen=True, slots=True)
+class _Pr:
+    """The PR an event is about, in a repository of the delivery's installation."""
+
+    repository: Repository
+    where: Where
+    number: int
+
+
+class GithubEvents:
+    """Acts on stored deliveries; `process_pending` is called by the worker at each pass."""
+
+    def __init__(
+        self,
+        uow: UnitOfWorkFactory,
+        *,
+        api: GithubApi,
+        installations: GithubInstallations,
+        pull_requests: PullRequestService,
+        statuses: StatusService,
+        clock: Clock,
+        merge_label: str,
+        own_check_name: str,
+        wake: Callable[[], None],
+    ) -> None:
+        self._uow = uow
+        self._api = api
+        self._installations = installations
+        self._pull_requests = pull_requests
+        self._statuses = statuses
+        self._clock = clock
+        self._merge_label = merge_label
+        self._own_check_name = own_check_name
+        self._wake = wake
+
+    def process_pending(self) -> int:
+        """Act on the deliveries waiting, oldest first; how many were done. Stops at the first
+        that GitHub's failure leaves undone (it and those after it wait for a later pass).
+        """
+        with self._uow() as uow:
+            pending = uow.github_deliveries.pending(limit=_BATCH)
+        done = 0
+        for delivery in pending:
+            with self._uow() as uow:
+                claimed = uow.github_deliveries.claim(delivery.id, at=self._clock())
+                uow.commit()
+            if not claimed:
+                continue  # another worker has it
+            try:
+                self._act(delivery)
+            except GithubUnavailable as error:
+                with self._uow() as uow:
+                    uow.github_deliveries.release(delivery.id)
+                    uow.commit()
+                log.warning(
+                    "github delivery waits; github is failing",
+                    delivery=delivery.id,
+                    github_event=delivery.event,
+                    error=str(error),
+                )
+                return done
+            except (KeepgreenError, CodeHostError) as error:
+                # Acted on as far as it can be: a refusal is final (the reconcile pass and
+                # the next delivery about the PR see the state as it is then).
+                log.warning(
+                    "github delivery refused",
+                    delivery=delivery.id,
+                    github_event=delivery.event,
+                    error=str(error),
+                )
+            done += 1
+        return done
+
+    # -- events ------------------------------------------------------------------------------
+
+    def _act(self, delivery: GithubDelivery) -> None:
+        match delivery.event:
+            case "installation" | "installation_repositories":
+                self._installation(delivery)
+            case "issue_comment":
+                self._comment(delivery)
+            case "pull_request":
+                self._pull_request(delivery)
+            case "check_run":
+                self._check_run(delivery)
+            case "status":
+                self._status(delivery)
+            case "push" | "check_suite":
+                # The worker's pass reads the branch (push) and each run's statuses; being
+                # woken is all it needs.
+                self._wake()
+            case _:
+                log.info("github delivery not acted on", github_event=delivery.event)
+
+    def _installation(self, delivery: GithubDelivery) -> None:
+        installation = _object(delivery.payload, "installation")
+        account = _text(_object(installation, "account"), "login")
+        installation_id = delivery.installation_id
+        if installation_id is None:
+            return
+        if delivery.event == "installation" and delivery.action == "deleted":
+            self._installations.uninstalled(installation_id)
+            return
+        if delivery.action in {"suspend", "unsuspend"}:
+            log.info("github installation " + delivery.action, installation=installation_id)
+            return
+        if account is None:
+            return
+        self._installations.installed(installation_id, account)
+
+    def _comment(self, delivery: GithubDelivery) -> None:
+        payload = delivery.payload
+        issue = _object(payload, "issue")
+        comment = _object(payload, "comment")
+        if delivery.action != "created" or "pull_request" not in issue:
+            return  # a comment on an issue, or an edit: no command
+        author = _object(comment, "user")
+        if author.get("type") == "Bot":
+            return  # keepgreen's own replies, and other Apps'
+        command = parse_command(_text(comment, "body") or "")
+        if command is None:
+            return
+        pr = self._pr(delivery, _number(issue))
+        if pr is None:
+            return
+        user = _text(author, "login") or "someone"
+        if isinstance(command, CommandError):
+            self._reply(pr, f"@{user} {command.message}")
+            return
+        if not self._may_merge(pr, user):
+            return
+        match command:
+            case MergeCommand(priority=priority, no_batch=no_batch):
+                self._submit(pr, user, priority=priority, no_batch=no_batch)
+            case CancelCommand():
+                self._cancel(pr, user, quiet=False)
+
+    def _pull_request(self, delivery: GithubDelivery) -> None:
+        payload = delivery.payload
+        pull = _object(payload, "pull_request")
+        pr = self._pr(delivery, _number(pull))
+        if pr is None:
+            return
+        base = _text(_object(pull, "base"), "ref")
+        sender = _text(_object(payload, "sender"), "login") or "someone"
+        label = _text(_object(payload, "label"), "name")
+        match delivery.action:
+            case "labeled" if label == self._merge_label:
+                if self._may_merge(pr, sender):
+                    self._submit(pr, sender, priority=None, no_batch=None)
+            case "unlabeled" if label == self._merge_label:
+                self._cancel(pr, sender, quiet=True)
+            case "closed" if base is not None:
+                self._pull_requests.observed(self._target(pr, base), PrClosed(pr.number))
+            case "synchronize" if base is not None:
+                head = normalize_sha(_text(payload, "after") or "")
+                if head is not None:
+                    target = self._target(pr, base)
+                    self._pull_requests.observed(target, PrHeadMoved(pr.number, head))
+            case "edited":
+                # A new base branch: the PR leaves the old branch's queue.
+                changes = _object(payload, "changes")
+                old_base = _text(_object(_object(changes, "base"), "ref"), "from")
+                if old_base is not None:
+                    self._cancel(pr, sender, quiet=True, branch=old_base)
+            case _:
+                self._wake()
+
+    def _check_run(self, delivery: GithubDelivery) -> None:
+        run = _object(delivery.payload, "check_run")
+        name = _text(run, "name")
+        if name is None or name == self._own_check_name:
+            return  # keepgreen's own check run on the PR is not CI
+        if _text(run, "status") != "completed":
+            state = CommitState.PENDING
+        else:
+            state = _CONCLUSIONS.get(_text(run, "conclusion") or "", CommitState.FAILURE)
+        output = _object(run, "output")
+        self._record(
+            delivery,
+            sha=_text(run, "head_sha"),
+            context=name,
+            state=state,
+            target_url=_text(run, "details_url") or _text(run, "html_url"),
+            description=_text(output, "title"),
+        )
+
+    def _status(self, delivery: GithubDelivery) -> None:
+        payload = delivery.payload
+        state = _STATUSES.get(_text(payload, "state") or "")
+        context = _text(payload, "context")
+        if state is None or context is None:
+            return
+        self._record(
+            delivery,
+            sha=_text(payload, "sha"),
+            context=context,
+            state=state,
+            target_url=_text(payload, "target_url"),
+            description=_text(payload, "description"),
+        )
+
+    def _record(
+        self,
+        delivery: GithubDelivery,
+        *,
+        sha: str | None,
+        context: str,
+        state: CommitState,
+        target_url: str | None,
+        description: str | None,
+    ) -> None:
+        repositories = self._repositories(delivery)
+        if sha is None or not repositories:
+            return
+        for repository in repositories:
+            self._statuses.set_commit_status(
+                repository.org_id,
+                repository.ref,
+                sha=sha,
+                context=context[:255],
+                state=state,
+                target_url=(target_url or None) and target_url[:2000],
+                description=(description or None) and description[:2000],
+            )
+
+    # -- acting on a PR ----------------------------------------------------------------------
+
+    def _may_merge(self, pr: _Pr, user: str) -> bool:
+        """Whether `user` may queue and cancel on the repository; a polite reply if not."""
+        if self._api.permission(pr.where, user) in MAY_MERGE:
+            return True
+        self._reply(
+            pr,
+            f"@{user} only people with write access to {pr.where.owner}/{pr.where.name} can "
+            "queue or cancel pull requests with keepgreen. A maintainer can comment "
+            "`/keepgreen merge` for you.",
+        )
+        log.info("github command refused: no write permission", user=user, pr=pr.number)
+        return False
+
+    def _submit(
+        self,
+        pr: _Pr,
+        user: str,
+        *,
+        priority: Priority | None,
+        no_batch: bool | None,
+    ) -> None:
+        pull = self._api.pull_request(pr.where, pr.number)
+        if pull is None or pull.state != "open":
+            self._reply(pr, f"@{user} this pull request is not open, so it cannot be queued.")
+            return
+        try:
+            self._pull_requests.submit(
+                self._target(pr, pull.base_ref),
+                pr.number,
+                priority=priority,
+                no_batch=no_batch,
+            )
+        except NotFound as missing:
+            self._reply(
+                pr,
+                f"@{user} keepgreen has no merge queue for `{pull.base_ref}` in "
+                f"{pr.where.owner}/{pr.where.name} ({missing.message}).",
+            )
+            return
+        except Conflict as refused:
+            self._reply(pr, f"@{user} this pull request cannot be queued: {refused.message}.")
+            return
+        log.info("github pr queued", pr=pr.number, user=user, branch=pull.base_ref)
+
+    def _cancel(self, pr: _Pr, user: str, *, quiet: bool, branch: str | None = None) -> None:
+        if branch is None:
+            pull = self._api.pull_request(pr.where, pr.number)
+            if pull is None:
+                return
+            branch = pull.base_ref
+        try:
+            self._pull_requests.cancel(self._target(pr, branch), pr.number)
+        except NotFound:
+            if not quiet:
+                self._reply(pr, f"@{user} this pull request is not in a keepgreen queue.")
+            return
+        log.info("github pr cancelled", pr=pr.number, user=user, branch=branch)
+
+    def _reply(self, pr: _Pr, body: str) -> None:
+        self._api.create_comment(pr.where, pr.number, body)
+
+    # -- finding things ----------------------------------------------------------------------
+
+    def _repositories(self, delivery: GithubDelivery) -> list[Repository]:
+        """The repositories the event is about, among the delivery's installation's."""
+        repository = _object(delivery.payload, "repository")
+        owner = _text(_object(repository, "owner"), "login")
+        name = _text(repository, "name")
+        if owner is None or name is None or delivery.installation_id is None:
+            return []
+        with self._uow() as uow:
+            found = uow.github_installations.by_github_name(owner, name)
+        mine = [r for r in found if r.github_installation_id == delivery.installation_id]
+        if not mine:
+            log.info(
+                "github event for a repository keepgreen does not queue",
+                repository=f"{owner}/{name}",
+                installation=delivery.installation_id,
+            )
+        return mine
+
+    def _pr(self, delivery: GithubDelivery, number: int | None) -> _Pr | None:
+        repositories = self._repositories(delivery)
+        if number is None or not repositories or delivery.installation_id is None:
+            return None
+        repository = repositories[0]
+        where = Where(delivery.installation_id, repository.ref.owner, repository.ref.name)
+        return _Pr(repository, where, number)
+
+    def _target(self, pr: _Pr, branch: str) -> QueueTarget:
+        return QueueTarget(pr.repository.org_id, pr.repository.ref, branch)
+
+
+def _object(payload: Mapping[str, object], key: str) -> Mapping[str, object]:
+    value = payload.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(payload: Mapping[str, object], key: str) -> str | None:
+    value = payload.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _number(payload: Mapping[str, object]) -> int | None:
+    value = payload.get("number")
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**31:
+        return value
+    return None
+
+
+__all__ = ["GithubEvents"]
