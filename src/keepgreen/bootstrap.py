@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +22,7 @@ from keepgreen.adapters.git.local_host import LocalGitHost, local_path
 from keepgreen.adapters.git.refnames import is_valid_ref_name
 from keepgreen.adapters.git.remote_host import CodeHosts, RemoteGitHost, mirror_path
 from keepgreen.adapters.git.survey import RepositorySurveyor
+from keepgreen.adapters.github.client import CHECK_RUN_NAME, GithubAppClient
 from keepgreen.adapters.junit import ReportError, TooManyResults, parse_report
 from keepgreen.adapters.owners import OwnersFile, read_codeowners
 from keepgreen.app.admin import AdminService
@@ -30,6 +32,11 @@ from keepgreen.app.flaky.detection import Detector, Housekeeping
 from keepgreen.app.flaky.ingest import IngestService, ResultLimitReached
 from keepgreen.app.flaky.manage import FlakyManageService
 from keepgreen.app.flaky.reads import FlakyReadService
+from keepgreen.app.github.duties import GithubDuties
+from keepgreen.app.github.events import GithubEvents
+from keepgreen.app.github.feedback import GithubFeedbackPublisher
+from keepgreen.app.github.host import GithubHost
+from keepgreen.app.github.installations import GithubInstallations, github_host_name
 from keepgreen.app.github.intake import WebhookIntake
 from keepgreen.app.metrics import MetricsService
 from keepgreen.app.ports import Clock, IdFactory, MergeHost, UnitOfWork, UnitOfWorkFactory
@@ -114,6 +121,8 @@ class Container:
     github_webhooks: WebhookIntake
     # Signs GitHub's deliveries; None: POST /webhooks/github answers 404 (no App configured).
     github_webhook_secret: SecretStr | None
+    # The App's installations (`keepgreen github link`); None: no App configured.
+    github_installations: GithubInstallations | None = None
 
     def close(self) -> None:
         self.runner.close(wait=False)
@@ -152,13 +161,31 @@ def bootstrap(
     def unit_of_work() -> UnitOfWork:
         return SqlUnitOfWork(sessions, new_id)
 
+    github_key = settings.github_private_key()  # a bad key file stops the start
+    github_api: GithubAppClient | None = None
+    github_host: GithubHost | None = None
+    publisher: GithubFeedbackPublisher | None = None
+    remote = RemoteGitHost(data_dir=settings.data_dir, telemetry=telemetry)
+    if github_key is not None and settings.github_app_id is not None:
+        github_api = GithubAppClient(
+            app_id=settings.github_app_id,
+            private_key=github_key,
+            api_url=settings.github_api_url,
+            data_dir=settings.data_dir,
+            clock=clock,
+            telemetry=telemetry,
+        )
+        publisher = GithubFeedbackPublisher(unit_of_work, api=github_api, clock=clock)
+        github_host = GithubHost(
+            git=remote,
+            api=github_api,
+            reconcile_seconds=settings.github_reconcile_seconds,
+            feedback=publisher,
+        )
     host = (
         code_host
         if code_host is not None
-        else CodeHosts(
-            local=LocalGitHost(telemetry=telemetry),
-            remote=RemoteGitHost(data_dir=settings.data_dir, telemetry=telemetry),
-        )
+        else CodeHosts(local=LocalGitHost(telemetry=telemetry), remote=remote, github=github_host)
     )
     queue_engine = QueueEngine(clock=clock, telemetry=telemetry)
     # The runner reports through the status service, which wakes the worker; the worker
@@ -185,6 +212,53 @@ def bootstrap(
         max_parallel=settings.ci_parallel,
         telemetry=telemetry,
     )
+    admin = AdminService(
+        unit_of_work,
+        clock=clock,
+        new_id=new_id,
+        locate=RepositorySurveyor(),
+        check_ref=is_valid_ref_name,
+    )
+    queues = QueueService(unit_of_work, engine=queue_engine, wake=wake, clock=clock, new_id=new_id)
+    pull_requests = PullRequestService(
+        unit_of_work,
+        code_host=host,
+        engine=queue_engine,
+        wake=wake,
+        clock=clock,
+        new_id=new_id,
+    )
+    installations: GithubInstallations | None = None
+    duties: GithubDuties | None = None
+    chores: list[Callable[[], object]] = [housekeeping.sweep, housekeeping.purge]
+    if github_api is not None and publisher is not None and github_host is not None:
+        installations = GithubInstallations(
+            unit_of_work,
+            api=github_api,
+            admin=admin,
+            queues=queues,
+            clock=clock,
+            host_name=github_host_name(settings.github_api_url),
+        )
+        duties = GithubDuties(
+            api=github_api,
+            events=GithubEvents(
+                unit_of_work,
+                api=github_api,
+                installations=installations,
+                pull_requests=pull_requests,
+                statuses=statuses,
+                clock=clock,
+                merge_label=settings.github_merge_label,
+                own_check_name=CHECK_RUN_NAME,
+                wake=wake,
+                forget=github_host.forget,
+            ),
+            installations=installations,
+            publisher=publisher,
+            reconcile_seconds=settings.github_reconcile_seconds,
+        )
+        chores.append(duties.sync_installations)
     worker = Worker(
         unit_of_work,
         engine=queue_engine,
@@ -201,32 +275,18 @@ def bootstrap(
             host=socket.gethostname(),
             pid=os.getpid(),
         ),
-        chores=(housekeeping.sweep, housekeeping.purge),
+        chores=chores,
         recover=runner.recover,
         telemetry=telemetry,
+        github=duties,
     )
     parts["worker"] = worker
     return Container(
         settings=settings,
         engine=engine,
-        admin=AdminService(
-            unit_of_work,
-            clock=clock,
-            new_id=new_id,
-            locate=RepositorySurveyor(),
-            check_ref=is_valid_ref_name,
-        ),
-        queues=QueueService(
-            unit_of_work, engine=queue_engine, wake=wake, clock=clock, new_id=new_id
-        ),
-        pull_requests=PullRequestService(
-            unit_of_work,
-            code_host=host,
-            engine=queue_engine,
-            wake=wake,
-            clock=clock,
-            new_id=new_id,
-        ),
+        admin=admin,
+        queues=queues,
+        pull_requests=pull_requests,
         testing=TestingService(unit_of_work, clock=clock),
         statuses=statuses,
         metrics=MetricsService(unit_of_work, clock=clock),
@@ -249,6 +309,7 @@ def bootstrap(
         metrics_token=metrics_token,
         github_webhooks=WebhookIntake(unit_of_work, clock=clock, wake=wake),
         github_webhook_secret=github_webhook_secret,
+        github_installations=installations,
     )
 
 

@@ -58,6 +58,10 @@ class _Backoff:
     retry_at: float
 
 
+# The longest a host's "retry after" is obeyed (GitHub's hourly limit resets within the hour).
+MAX_RETRY_AFTER_SECONDS = 3600.0
+
+
 class HostIncidents:
     """The worker's record of its queues' git server faults (one per worker process)."""
 
@@ -108,7 +112,7 @@ class HostIncidents:
     def read_failed(self, queue_id: QueueId, name: str, error: CodeHostError) -> None:
         """A pass could not read the queue's server: record it, back off, and say so."""
         self._record(queue_id, error.kind, str(error))
-        self._back_off(queue_id)
+        self._back_off(queue_id, at_least=error.retry_after)
         self._set_waiting(queue_id, waiting=True)
         notice = self._outages.failed(name)
         if notice is Notice.STARTED:
@@ -143,7 +147,7 @@ class HostIncidents:
     ) -> None:
         """An effect (a push, a landing) failed at the server: record it and back off."""
         self._record(queue_id, error.kind, str(error), pr_number=pr_number)
-        self._back_off(queue_id)
+        self._back_off(queue_id, at_least=error.retry_after)
 
     def effect_succeeded(self, queue_id: QueueId) -> None:
         """An effect went through: pushes are accepted again."""
@@ -225,11 +229,16 @@ class HostIncidents:
                 self._maybe_open.discard(queue_id)
         return len(ended)
 
-    def _back_off(self, queue_id: QueueId) -> None:
+    def _back_off(self, queue_id: QueueId, *, at_least: float | None = None) -> None:
+        """Wait 1, 2, 4, ... seconds up to the maximum, or as long as the host asked (a rate
+        limit's Retry-After, at most an hour).
+        """
         with self._lock:
             failures = self._backoff[queue_id].failures + 1 if queue_id in self._backoff else 1
             first = min(FIRST_BACKOFF_SECONDS, self._max_backoff)
             delay = min(first * 2 ** (failures - 1), self._max_backoff)
+            if at_least is not None:
+                delay = max(delay, min(at_least, MAX_RETRY_AFTER_SECONDS))
             self._backoff[queue_id] = _Backoff(failures, self._monotonic() + delay)
 
     def _clear_backoff(self, queue_id: QueueId) -> None:

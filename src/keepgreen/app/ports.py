@@ -57,12 +57,20 @@ class IdFactory(Protocol):
 
 class CodeHostError(Exception):
     """The code host could not answer (repository missing or unreadable); `kind` says what
-    went wrong, for the queue's incident history and the metrics.
+    went wrong, for the queue's incident history and the metrics. `retry_after`: the host said
+    how many seconds to wait before asking again (a rate limit).
     """
 
-    def __init__(self, message: str, *, kind: IncidentKind = IncidentKind.GIT_ERROR) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: IncidentKind = IncidentKind.GIT_ERROR,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.kind = kind
+        self.retry_after = retry_after
 
 
 class CredentialFileError(CodeHostError):

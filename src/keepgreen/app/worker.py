@@ -30,6 +30,7 @@ import structlog
 
 from keepgreen.app.engine import QueueEngine, live_entries
 from keepgreen.app.errors import KeepgreenError
+from keepgreen.app.github.duties import GithubDuties
 from keepgreen.app.incidents import HostIncidents
 from keepgreen.app.ports import (
     BuildConflict,
@@ -106,8 +107,11 @@ class Worker:
         chores: Sequence[Callable[[], object]] = (),
         recover: Callable[[], object] | None = None,
         telemetry: Telemetry | None = None,
+        github: GithubDuties | None = None,
     ) -> None:
         self._uow = uow
+        # The GitHub App's part of each pass (deliveries, PR feedback, required checks).
+        self._github = github
         self._telemetry = telemetry or Telemetry()
         # Cleans up after dead workers' CI runs on this host (orphans, checkouts); run at start
         # and with each heartbeat.
@@ -243,6 +247,7 @@ class Worker:
         ok = False
         try:
             self.beat()
+            self._act_on_github_deliveries()
             with self._uow() as uow:
                 queue_ids = list(uow.queues.list_ids())
             for queue_id in queue_ids:
@@ -251,6 +256,14 @@ class Worker:
             ok = True
         finally:
             self._telemetry.worker_pass(time.perf_counter() - started, ok=ok)
+
+    def _act_on_github_deliveries(self) -> None:
+        if self._github is None:
+            return
+        try:
+            self._github.act_on_deliveries()
+        except Exception:  # deliveries wait for the next pass; the queues go on
+            log.exception("acting on github deliveries failed")
 
     def release_all(self) -> None:
         """Hand back every lease and leave the `workers` table (this worker stops)."""
@@ -326,6 +339,8 @@ class Worker:
             return
         self._incidents.read_succeeded(queue_id, name)
         self._incidents.branch_present(queue_id, name)
+        if not self._read_required_statuses(queue_id, repository, queue):
+            return  # the lease was lost, or GitHub failed (the queue backs off)
         if rewound and tip is not None and queue.target_sha is not None:
             self._incidents.branch_rewound(
                 queue_id, name, branch=queue.branch, old=queue.target_sha, new=tip
@@ -335,6 +350,49 @@ class Worker:
             if not self._feed(queue_id, event):
                 return  # the lease was lost; `_feed` said so
         self._carry_out_outbox(queue_id, repository)
+        self._publish_to_github(queue_id, repository)
+
+    def _read_required_statuses(
+        self, queue_id: QueueId, repository: Repository, queue: Queue
+    ) -> bool:
+        """Store the checks GitHub's branch protection requires, when due to be read; False
+        when the lease was lost or GitHub failed (then the queue backs off).
+        """
+        if self._github is None:
+            return True
+        try:
+            required = self._github.required_statuses(repository, queue)
+        except CodeHostError as error:
+            self._incidents.read_failed(queue_id, self._name(queue_id), error)
+            return False
+        if required is None or required == queue.host_required_statuses:
+            return True
+        with self._uow() as uow:
+            current = uow.queues.get(queue_id, lock=True)
+            if current is None or not uow.leases.holds(queue_id, self._settings.holder):
+                return False
+            uow.queues.save(replace(current, host_required_statuses=required))
+            uow.commit()
+        log.info(
+            "required checks read from github",
+            queue=self._name(queue_id),
+            required=list(required),
+        )
+        return True
+
+    def _publish_to_github(self, queue_id: QueueId, repository: Repository) -> None:
+        """Show each PR's place on GitHub; GitHub failing is an incident, not a failed pass."""
+        if self._github is None or repository.github_installation_id is None:
+            return
+        try:
+            self._github.publish(queue_id)
+        except CodeHostError as error:
+            self._incidents.effect_failed(queue_id, error)
+            log.warning(
+                "showing pull requests' places on github failed; tried again next pass",
+                queue=self._name(queue_id),
+                error=str(error),
+            )
 
     def _rewound(self, repository: Repository, queue: Queue, tip: str | None) -> bool:
         """Whether the branch moved back to an ancestor of the tip the queue last saw."""

@@ -40,6 +40,7 @@ from keepgreen.app.ports import (
     CodeHostError,
     Landing,
     LandResult,
+    MergeHost,
     TestCommit,
 )
 from keepgreen.app.telemetry import GitResult, Telemetry
@@ -274,6 +275,12 @@ class RemoteGitHost:
                     f"{made.stderr.strip()}"
                 )
         return Git(path, telemetry=self._telemetry)
+
+    def refresh(self, repo: Repository, refs: Sequence[str]) -> None:
+        """Fetch `refs` now, with every other ref the queue wants (a branch moved by a call
+        that is not a git push, such as a merge through GitHub's API).
+        """
+        self._ensure(repo, refs, force=True)
 
     def _ensure(self, repo: Repository, refs: Sequence[str], *, force: bool = False) -> Git:
         """The mirror, holding `refs` as the server had them at most a fetch interval ago
@@ -532,14 +539,20 @@ class _SnapshotGit(Git):
 
 class CodeHosts:
     """The MergeHost port over every repository: local ones by the local host, those on a git
-    server by the remote host.
+    server by the remote host, those that came through the GitHub App by `github` (when the
+    App is configured).
     """
 
-    def __init__(self, *, local: LocalGitHost, remote: RemoteGitHost) -> None:
+    def __init__(
+        self, *, local: LocalGitHost, remote: RemoteGitHost, github: MergeHost | None = None
+    ) -> None:
         self._local = local
         self._remote = remote
+        self._github = github
 
-    def _for(self, repo: Repository) -> LocalGitHost | RemoteGitHost:
+    def _for(self, repo: Repository) -> MergeHost:
+        if self._github is not None and repo.github_installation_id is not None:
+            return self._github
         return self._remote if is_remote(repo) else self._local
 
     def pull_request(self, repo: Repository, number: int) -> PullRequestInfo | None:

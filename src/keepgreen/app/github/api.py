@@ -31,8 +31,7 @@ class GithubUnavailable(CodeHostError):
         kind: IncidentKind = IncidentKind.GITHUB_UNAVAILABLE,
         retry_after: float | None = None,
     ) -> None:
-        super().__init__(message, kind=kind)
-        self.retry_after = retry_after
+        super().__init__(message, kind=kind, retry_after=retry_after)
 
 
 class GithubRefused(CodeHostError):

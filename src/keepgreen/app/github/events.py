@@ -82,6 +82,7 @@ class GithubEvents:
         merge_label: str,
         own_check_name: str,
         wake: Callable[[], None],
+        forget: Callable[[Repository, int], None] | None = None,
     ) -> None:
         self._uow = uow
         self._api = api
@@ -92,6 +93,7 @@ class GithubEvents:
         self._merge_label = merge_label
         self._own_check_name = own_check_name
         self._wake = wake
+        self._forget = forget  # the GitHub host re-reads the PR at its next look
 
     def process_pending(self) -> int:
         """Act on the deliveries waiting, oldest first; how many were done. Stops at the first
@@ -201,6 +203,8 @@ class GithubEvents:
         pr = self._pr(delivery, _number(pull))
         if pr is None:
             return
+        if self._forget is not None:
+            self._forget(pr.repository, pr.number)
         base = _text(_object(pull, "base"), "ref")
         sender = _text(_object(payload, "sender"), "login") or "someone"
         label = _text(_object(payload, "label"), "name")
