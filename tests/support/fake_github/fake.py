@@ -4,6 +4,8 @@ controller the tests drive it by and the state they assert on.
 
 from __future__ import annotations
 
+import itertools
+import secrets
 import shutil
 import tempfile
 import threading
@@ -39,6 +41,7 @@ from tests.support.fake_github.state import (
 from tests.support.fake_github.webhooks import deliver as deliver_webhook
 
 API_PREFIX = "/api/v3"
+_APP_IDS = itertools.count(secrets.randbelow(1_000_000) + 100_000)
 RATE_LIMIT_WINDOW_SECONDS = 3600
 
 
@@ -53,7 +56,7 @@ class FakeGithub:
         self,
         directory: Path | None = None,
         *,
-        app_id: int = 4242,
+        app_id: int | None = None,
         app_slug: str = "keepgreen",
         token_lifetime: float = 3600.0,
         rate_limit: int = 5000,
@@ -64,7 +67,8 @@ class FakeGithub:
         )
         self.git_root = self.directory / "git"
         self.git_root.mkdir(parents=True, exist_ok=True)
-        self.app_id = app_id
+        # A new App per fake by default: clients cache JWTs and tokens by App id, process-wide.
+        self.app_id = app_id if app_id is not None else next(_APP_IDS)
         self.app_slug = app_slug
         self.token_lifetime = token_lifetime
         self.rate_limit = rate_limit
@@ -94,7 +98,7 @@ class FakeGithub:
         self._next_id = 1000
         self.server = FakeGithubServer(self)
         self.shapes = Shapes(
-            api_url=self.api_url, web_url=self.web_url, app_id=app_id, app_slug=app_slug
+            api_url=self.api_url, web_url=self.web_url, app_id=self.app_id, app_slug=app_slug
         )
         self.rest = RestApi(self)
 
