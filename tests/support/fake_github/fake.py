@@ -38,6 +38,7 @@ from tests.support.fake_github.state import (
     RecordedRequest,
     StatusRecord,
 )
+from tests.support.fake_github.webhooks import Payloads
 from tests.support.fake_github.webhooks import deliver as deliver_webhook
 
 API_PREFIX = "/api/v3"
@@ -566,6 +567,13 @@ class FakeGithub:
         return None
 
     # --- webhooks --------------------------------------------------------------------------
+
+    def payloads(self, owner: str, name: str) -> Payloads:
+        """Webhook payload builders for the repository (its ids and installation)."""
+        repo = self.repo(owner, name)
+        return Payloads(
+            installation_id=repo.installation_id, owner=repo.owner, name=repo.name, repo_id=repo.id
+        )
 
     def deliver(
         self,
