@@ -159,6 +159,11 @@ class Description:
         """What is wrong with answering `status` and `body` to `operation`."""
         responses = operation.spec["responses"]
         response = responses.get(str(status)) or responses.get("default")
+        if response is None and status == 404:
+            # GitHub answers 404 with its basic error on any operation whose resource is
+            # missing, described or not (REST API docs, "Troubleshooting": 404 Not Found).
+            response = {"content": {"application/json": {"schema": {
+                "$ref": "#/components/schemas/basic-error"}}}}  # fmt: skip
         if response is None:
             return [f"status {status} is not described"]
         content = self._resolve(response).get("content")
