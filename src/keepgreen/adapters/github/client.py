@@ -32,7 +32,7 @@ from githubkit.exception import (
     RequestError,
     RequestFailed,
 )
-from githubkit_schemas.v2026_03_10.models import InstallationRepositoriesGetResponse200
+from githubkit_schemas.v2022_11_28.models import InstallationRepositoriesGetResponse200
 from pydantic import SecretStr
 
 from keepgreen.app.github.api import (
@@ -57,6 +57,9 @@ T = TypeVar("T")
 TOKEN_MARGIN = timedelta(minutes=5)
 REQUEST_TIMEOUT_SECONDS = 15.0
 CHECK_RUN_NAME = "keepgreen"
+# The REST API version keepgreen speaks: the one github.com and every supported GitHub
+# Enterprise Server release accept (a newer one would be refused by older servers).
+API_VERSION: Literal["2022-11-28"] = "2022-11-28"
 _PERMISSIONS: dict[str, Permission] = {
     "admin": "admin",
     "maintain": "maintain",
@@ -124,14 +127,15 @@ class GithubAppClient:
                 return held.value
         answer = self._request(
             None,
-            lambda: self._app.rest.apps.create_installation_access_token(installation_id),
+            lambda: self._app.rest(API_VERSION).apps.create_installation_access_token(
+                installation_id
+            ),
         )
         if answer is None:
             raise GithubRefused(
                 f"the GitHub App is not installed as installation {installation_id}", status=404
             )
-        data = answer.parsed_data
-        token = _Token(SecretStr(data.token), _parse_time(data.expires_at))
+        token = _Token(SecretStr(answer.text("token")), _parse_time(answer.text("expires_at")))
         with self._lock:
             self._tokens[installation_id] = token
         self._write_token_file(installation_id, token.value)
@@ -173,11 +177,17 @@ class GithubAppClient:
     # -- calls ------------------------------------------------------------------------------
 
     def _request(
-        self, installation_id: int | None, call: Callable[[], Response[T, Any]]
-    ) -> Response[T, Any] | None:
-        """Make one request: the answer, None for a 404, or GithubUnavailable/GithubRefused."""
+        self,
+        installation_id: int | None,
+        call: Callable[[], Response[T, Any]],
+    ) -> _Answer | None:
+        """Make one request: its JSON answer, None for a 404, or GithubUnavailable or
+        GithubRefused. Answers are read by hand, field by field, not into githubkit's models:
+        those follow github.com's newest description, and GitHub Enterprise Server answers
+        the same API version without the fields added since (a model would refuse them).
+        """
         try:
-            answer = call()
+            response = call()
         except RequestFailed as failed:
             status = failed.response.status_code
             self._note_budget(installation_id, failed.response.headers)
@@ -193,9 +203,15 @@ class GithubAppClient:
         except GitHubException as error:
             self._count("unavailable")
             raise GithubUnavailable(f"GitHub's answer could not be read: {error}") from None
-        self._note_budget(installation_id, answer.headers)
+        self._note_budget(installation_id, response.headers)
         self._count("ok")
-        return answer
+        try:
+            body = response.json() if response.content else {}
+        except ValueError:
+            raise GithubRefused(
+                "GitHub's answer is not JSON", status=response.status_code
+            ) from None
+        return _Answer(body, response.status_code)
 
     def _failure(self, failed: RequestFailed, status: int) -> GithubUnavailable | GithubRefused:
         message = _message(failed.response.raw_response)
@@ -231,24 +247,24 @@ class GithubAppClient:
         self._telemetry.github_budget(installation_id, limit=limit, remaining=remaining)
 
     def _call(
-        self, installation_id: int, call: Callable[[GitHub[Any]], Response[T, Any]]
-    ) -> Response[T, Any] | None:
+        self,
+        installation_id: int,
+        call: Callable[[GitHub[Any]], Response[T, Any]],
+    ) -> _Answer | None:
         client = self._client(installation_id)
         return self._request(installation_id, lambda: call(client))
 
     # -- the port ---------------------------------------------------------------------------
 
     def installation_account(self, installation_id: int) -> str:
-        answer = self._request(None, lambda: self._app.rest.apps.get_installation(installation_id))
+        answer = self._request(
+            None, lambda: self._app.rest(API_VERSION).apps.get_installation(installation_id)
+        )
         if answer is None:
             raise GithubRefused(f"no GitHub App installation {installation_id}", status=404)
-        account = answer.parsed_data.account
-        login = getattr(account, "login", None) or getattr(account, "slug", None)
-        if not isinstance(login, str):
-            raise GithubRefused(
-                f"installation {installation_id} names no account", status=answer.status_code
-            )
-        return login
+        account = answer.object("account")
+        # A user or an organization has a login; an enterprise a slug.
+        return account.optional_text("login") or account.text("slug")
 
     def installation_repositories(self, installation_id: int) -> list[GithubRepo]:
         repositories: list[GithubRepo] = []
@@ -256,66 +272,63 @@ class GithubAppClient:
             answer = self._call(installation_id, _repositories_page(page))
             if answer is None:
                 break
-            data = answer.parsed_data
+            page_of = answer.objects("repositories")
             repositories.extend(
                 GithubRepo(
-                    id=repo.id,
-                    # Without an owner object GitHub still names it in `full_name`.
-                    owner=repo.owner.login if repo.owner else repo.full_name.split("/")[0],
-                    name=repo.name,
-                    clone_url=repo.clone_url,
-                    default_branch=repo.default_branch,
+                    id=repo.number("id"),
+                    owner=repo.object("owner").text("login"),
+                    name=repo.text("name"),
+                    clone_url=repo.text("clone_url"),
+                    default_branch=repo.text("default_branch"),
                 )
-                for repo in data.repositories
+                for repo in page_of
             )
-            if not data.repositories or len(repositories) >= data.total_count:
+            if not page_of or len(repositories) >= answer.number("total_count"):
                 break
         return repositories
 
     def permission(self, where: Where, user: str) -> Permission:
         answer = self._call(
             where.installation_id,
-            lambda github: github.rest.repos.get_collaborator_permission_level(
+            lambda github: github.rest(API_VERSION).repos.get_collaborator_permission_level(
                 where.owner, where.name, user
             ),
         )
         if answer is None:
             return "none"
-        return _PERMISSIONS.get(answer.parsed_data.permission, "none")
+        return _PERMISSIONS.get(answer.text("permission"), "none")
 
     def pull_request(self, where: Where, number: int) -> GithubPull | None:
         answer = self._call(
             where.installation_id,
-            lambda github: github.rest.pulls.get(where.owner, where.name, number),
+            lambda github: github.rest(API_VERSION).pulls.get(where.owner, where.name, number),
         )
         if answer is None:
             return None
-        data = answer.parsed_data
-        mergeable = data.mergeable if isinstance(data.mergeable, bool) else None
+        mergeable = answer.body.get("mergeable")
         return GithubPull(
-            number=data.number,
-            state="open" if data.state == "open" else "closed",
-            merged=bool(data.merged),
-            head_sha=data.head.sha,
-            base_ref=data.base.ref,
-            title=data.title,
-            author=data.user.login,
-            labels=tuple(label.name for label in data.labels),
-            mergeable=mergeable,
+            number=answer.number("number"),
+            state="open" if answer.text("state") == "open" else "closed",
+            merged=answer.body.get("merged") is True,
+            head_sha=answer.object("head").text("sha"),
+            base_ref=answer.object("base").text("ref"),
+            title=answer.text("title"),
+            author=answer.object("user").text("login"),
+            labels=tuple(label.text("name") for label in answer.objects("labels")),
+            mergeable=mergeable if isinstance(mergeable, bool) else None,
         )
 
     def commit(self, where: Where, sha: str) -> GithubCommit | None:
         answer = self._call(
             where.installation_id,
-            lambda github: github.rest.git.get_commit(where.owner, where.name, sha),
+            lambda github: github.rest(API_VERSION).git.get_commit(where.owner, where.name, sha),
         )
         if answer is None:
             return None
-        data = answer.parsed_data
         return GithubCommit(
-            sha=data.sha,
-            tree=data.tree.sha,
-            parents=tuple(parent.sha for parent in data.parents),
+            sha=answer.text("sha"),
+            tree=answer.object("tree").text("sha"),
+            parents=tuple(parent.text("sha") for parent in answer.objects("parents")),
         )
 
     def merge(
@@ -324,7 +337,7 @@ class GithubAppClient:
         try:
             answer = self._call(
                 where.installation_id,
-                lambda github: github.rest.pulls.merge(
+                lambda github: github.rest(API_VERSION).pulls.merge(
                     where.owner,
                     where.name,
                     number,
@@ -342,12 +355,12 @@ class GithubAppClient:
             raise
         if answer is None:
             return MergeAnswer(None, "not_mergeable", f"pull request #{number} was not found")
-        return MergeAnswer(answer.parsed_data.sha)
+        return MergeAnswer(answer.text("sha"))
 
     def create_check_run(self, where: Where, *, head_sha: str, view: CheckRunView) -> int:
         answer = self._call(
             where.installation_id,
-            lambda github: github.rest.checks.create(
+            lambda github: github.rest(API_VERSION).checks.create(
                 where.owner,
                 where.name,
                 data=cast("Any", {"name": CHECK_RUN_NAME, "head_sha": head_sha, **_body(view)}),
@@ -355,12 +368,12 @@ class GithubAppClient:
         )
         if answer is None:
             raise GithubRefused(f"{where.owner}/{where.name} was not found", status=404)
-        return answer.parsed_data.id
+        return answer.number("id")
 
     def update_check_run(self, where: Where, check_run_id: int, view: CheckRunView) -> None:
         self._call(
             where.installation_id,
-            lambda github: github.rest.checks.update(
+            lambda github: github.rest(API_VERSION).checks.update(
                 where.owner, where.name, check_run_id, data=cast("Any", _body(view))
             ),
         )
@@ -368,18 +381,18 @@ class GithubAppClient:
     def create_comment(self, where: Where, number: int, body: str) -> int:
         answer = self._call(
             where.installation_id,
-            lambda github: github.rest.issues.create_comment(
+            lambda github: github.rest(API_VERSION).issues.create_comment(
                 where.owner, where.name, number, body=body
             ),
         )
         if answer is None:
             raise GithubRefused(f"pull request #{number} was not found", status=404)
-        return answer.parsed_data.id
+        return answer.number("id")
 
     def update_comment(self, where: Where, comment_id: int, body: str) -> bool:
         answer = self._call(
             where.installation_id,
-            lambda github: github.rest.issues.update_comment(
+            lambda github: github.rest(API_VERSION).issues.update_comment(
                 where.owner, where.name, comment_id, body=body
             ),
         )
@@ -389,28 +402,77 @@ class GithubAppClient:
         contexts: list[str] = []
         protection = self._call(
             where.installation_id,
-            lambda github: github.rest.repos.get_status_checks_protection(
+            lambda github: github.rest(API_VERSION).repos.get_status_checks_protection(
                 where.owner, where.name, branch
             ),
         )
         if protection is not None:
-            data = protection.parsed_data
-            contexts.extend(data.contexts)
-            contexts.extend(check.context for check in data.checks)
+            contexts.extend(protection.texts("contexts"))
+            contexts.extend(check.text("context") for check in protection.objects("checks"))
         rules = self._call(
             where.installation_id,
-            lambda github: github.rest.repos.get_branch_rules(where.owner, where.name, branch),
+            lambda github: github.rest(API_VERSION).repos.get_branch_rules(
+                where.owner, where.name, branch
+            ),
         )
         if rules is not None:
-            contexts.extend(_ruleset_contexts(rules.json()))
+            contexts.extend(_ruleset_contexts(rules.body_list))
         return tuple(dict.fromkeys(contexts))
+
+
+class _Answer:
+    """A JSON answer, read field by field; a field missing or of another type is GitHub
+    answering something keepgreen cannot use (GithubRefused), never a crash.
+    """
+
+    def __init__(self, body: object, status: int) -> None:
+        self.status = status
+        self.body: dict[str, object] = body if isinstance(body, dict) else {}
+        self.body_list: list[object] = body if isinstance(body, list) else []
+
+    def _bad(self, key: str, kind: str) -> GithubRefused:
+        return GithubRefused(f"GitHub's answer has no {kind} `{key}`", status=self.status)
+
+    def optional_text(self, key: str) -> str | None:
+        value = self.body.get(key)
+        return value if isinstance(value, str) else None
+
+    def text(self, key: str) -> str:
+        value = self.body.get(key)
+        if not isinstance(value, str):
+            raise self._bad(key, "text")
+        return value
+
+    def number(self, key: str) -> int:
+        value = self.body.get(key)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self._bad(key, "number")
+        return value
+
+    def object(self, key: str) -> _Answer:
+        value = self.body.get(key)
+        if not isinstance(value, dict):
+            raise self._bad(key, "object")
+        return _Answer(value, self.status)
+
+    def objects(self, key: str) -> list[_Answer]:
+        value = self.body.get(key, [])
+        if not isinstance(value, list):
+            raise self._bad(key, "list")
+        return [_Answer(item, self.status) for item in value if isinstance(item, dict)]
+
+    def texts(self, key: str) -> list[str]:
+        value = self.body.get(key, [])
+        return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
 
 
 def _repositories_page(
     page: int,
 ) -> Callable[[GitHub[Any]], Response[InstallationRepositoriesGetResponse200, Any]]:
     def call(github: GitHub[Any]) -> Response[InstallationRepositoriesGetResponse200, Any]:
-        return github.rest.apps.list_repos_accessible_to_installation(per_page=100, page=page)
+        return github.rest(API_VERSION).apps.list_repos_accessible_to_installation(
+            per_page=100, page=page
+        )
 
     return call
 

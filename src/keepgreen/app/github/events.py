@@ -130,6 +130,12 @@ class GithubEvents:
                     github_event=delivery.event,
                     error=str(error),
                 )
+            except Exception:
+                # A bug meets this delivery: it stays processed, so that it cannot hold up
+                # every delivery after it; the log has what is needed to look into it.
+                log.exception(
+                    "github delivery failed", delivery=delivery.id, github_event=delivery.event
+                )
             done += 1
         return done
 

@@ -22,7 +22,7 @@ from keepgreen.app.github.api import CheckRunView, GithubApi
 from keepgreen.app.github.host import where
 from keepgreen.app.ports import Clock, UnitOfWork, UnitOfWorkFactory
 from keepgreen.core.enums import CommitState, PrState, StateReason, TestRunKind
-from keepgreen.core.ids import QueueId
+from keepgreen.core.ids import PullRequestId, QueueId, TestRunId
 from keepgreen.core.model import (
     CommitStatus,
     GithubFeedback,
@@ -224,17 +224,25 @@ class GithubFeedbackPublisher:
         runs = list(uow.test_runs.list_open(queue.id))
         holding = frozenset(entry_id for run in runs for entry_id in run.members)
         order = [entry.id for entry in queue_order(live, holding=holding)]
-        changed = {change.pull_request_id for change in uow.history.list_since(
-            [queue.id], now - _LEFT_WITHIN)}  # fmt: skip
+        # The last run of each PR that changed lately: a PR that left names the run that
+        # decided it (its CI link, a bisection's verdict).
+        last_run: dict[PullRequestId, TestRunId] = {}
+        for change in uow.history.list_since([queue.id], now - _LEFT_WITHIN):
+            if change.test_run_id is not None:
+                last_run[change.pull_request_id] = change.test_run_id
+            else:
+                last_run.setdefault(change.pull_request_id, TestRunId(""))
         known = {entry.id for entry in live}
         left = [
             entry
-            for entry in (uow.entries.get(entry_id) for entry_id in changed - known)
+            for entry in (uow.entries.get(entry_id) for entry_id in last_run.keys() - known)
             if entry.state.is_terminal and entry.state_changed_at >= now - _LEFT_WITHIN
         ]
         facts = []
         for entry in (*live, *left):
             run = _run_of(entry, runs)
+            if run is None and entry.state.is_terminal and last_run.get(entry.id):
+                run = uow.test_runs.get(queue.id, last_run[entry.id])
             statuses: dict[str, CommitStatus] = {}
             if run is not None and run.sha is not None:
                 statuses = {

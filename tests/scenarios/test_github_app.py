@@ -1,0 +1,207 @@
+"""keepgreen as a GitHub App, in one process against the fake GitHub: installed on a
+repository, PRs queued by comment and label, CI answering as check runs on the test branches,
+the good PR merged through GitHub with the tested tree, the bad one failed with its reason on
+its check run, and GitHub failing for a while delaying without losing anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from keepgreen.app.errors import NotFound
+from keepgreen.app.pull_requests import QueueTarget
+from keepgreen.bootstrap import Container
+from keepgreen.core.enums import PrState, StateReason
+from keepgreen.core.model import QueueEntry, RepoRef
+from tests.support.fake_github import FakeGithub
+from tests.support.github_app import GithubRepoDriver, app_files, signed
+
+OWNER, NAME = "acme", "widgets"
+WRITER, READER = "ada", "mallory"
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> Iterator[FakeGithub]:
+    with FakeGithub(tmp_path / "github") as served:
+        yield served
+    assert served.violations == []
+
+
+@pytest.fixture
+def extra_settings(fake: FakeGithub, tmp_path: Path) -> dict[str, Any]:
+    return {**app_files(fake, tmp_path / "app").settings(), "github_reconcile_seconds": 1.0}
+
+
+@pytest.fixture
+def repo(fake: FakeGithub, container: Container, client: TestClient) -> GithubRepoDriver:
+    """The App installed on acme/widgets, whose main requires `ci/test`; ada may write."""
+    container.admin.create_token(OWNER)  # the org the installation is linked to by name
+    installation = fake.add_installation(OWNER)
+    fake.add_repository(installation, OWNER, NAME, files={"README.md": "widgets\n"})
+    fake.protect(OWNER, NAME, "main", ["ci/test"])
+    fake.set_permission(OWNER, NAME, WRITER, "write")
+
+    def send(event: str, payload: Any) -> int:
+        body, headers = signed(event, payload)
+        return client.post("/webhooks/github", content=body, headers=headers).status_code
+
+    driver = GithubRepoDriver(fake, installation, OWNER, NAME, send)
+    payload = driver.payloads.installation(
+        "created", account=OWNER, repositories=[(fake.repo(OWNER, NAME).id, NAME)]
+    )
+    assert send("installation", payload) == 202
+    container.worker.run_once()
+    return driver
+
+
+def target(container: Container) -> QueueTarget:
+    org = container.admin.list_repositories(org_slug=OWNER)[0].repository.org_id
+    return QueueTarget(org, RepoRef("127.0.0.1", OWNER, NAME), "main")
+
+
+def entry(container: Container, number: int) -> QueueEntry:
+    return container.pull_requests.get(target(container), number)
+
+
+def settle(container: Container, repo: GithubRepoDriver, *, passes: int = 12) -> None:
+    """Worker passes, CI answering each new test branch (a file `bad.txt` fails it)."""
+    for _ in range(passes):
+        container.worker.run_once()
+        repo.answer_ci(lambda files: "failure" if "bad.txt" in files else "success")
+
+
+def test_installing_registers_the_repository_with_a_queue_that_shows_itself_on_prs(
+    container: Container, repo: GithubRepoDriver
+) -> None:
+    [info] = container.admin.list_repositories(org_slug=OWNER)
+    assert info.repository.github_installation_id == repo.installation_id
+    assert info.repository.git_url == repo.fake.repo(OWNER, NAME).clone_url
+    snapshot = container.queues.get(info.repository.org_id, info.repository.ref, "main")
+    assert snapshot.queue.config.status_check_enabled
+    assert snapshot.queue.config.comments_enabled
+
+
+def test_a_good_pr_merges_through_github_with_the_tested_tree_and_a_bad_one_fails_on_its_check(
+    container: Container, repo: GithubRepoDriver, fake: FakeGithub
+) -> None:
+    good = fake.open_pull_request(
+        OWNER, NAME, branch="good", files={"good.txt": "1\n"}, author=WRITER
+    )
+    bad = fake.open_pull_request(OWNER, NAME, branch="bad", files={"bad.txt": "1\n"}, author=WRITER)
+    assert repo.label(good, "keepgreen-merge", sender=WRITER) == 202
+    assert repo.comment(bad, "Ready.\n/keepgreen merge --priority low", author=WRITER) == 202
+    container.worker.run_once()
+    assert entry(container, good).state is PrState.TESTING
+    assert entry(container, bad).priority.name == "low"
+
+    settle(container, repo)
+
+    assert entry(container, good).state is PrState.MERGED
+    failed = entry(container, bad)
+    assert (failed.state, failed.state_reason) == (PrState.FAILED, StateReason.TESTS_FAILED)
+    [merge] = fake.merges
+    assert merge.number == good
+    tested = [sha for sha, verdict in repo.answered.items() if verdict == "success"]
+    assert merge.tree in {repo.tree_of(sha) for sha in tested}
+    assert fake.branch_sha(OWNER, NAME, "main") == merge.sha
+
+    [good_check] = fake.check_runs_for(OWNER, NAME, head_sha=fake.head_sha(OWNER, NAME, good))
+    assert (good_check.status, good_check.conclusion) == ("completed", "success")
+    assert good_check.title == f"Merged as {merge.sha[:12]}"
+    statuses = [entry["status"] for entry in good_check.history]
+    assert statuses[0] == "queued" or statuses[0] == "in_progress"
+    [bad_check] = fake.check_runs_for(OWNER, NAME, head_sha=fake.head_sha(OWNER, NAME, bad))
+    assert (bad_check.status, bad_check.conclusion) == ("completed", "failure")
+    assert "its tests failed" in bad_check.title
+    assert bad_check.details_url is not None
+
+    # One comment per PR, edited as the PR moved on.
+    [good_comment] = fake.comments_on(OWNER, NAME, good)
+    assert "Merged" in good_comment.body
+    assert good_comment.history, "the comment was edited, not posted again"
+    [bad_comment] = fake.comments_on(OWNER, NAME, bad)
+    assert "Failed" in bad_comment.body
+
+
+def test_someone_without_write_access_is_answered_politely_and_nothing_is_queued(
+    container: Container, repo: GithubRepoDriver, fake: FakeGithub
+) -> None:
+    number = fake.open_pull_request(OWNER, NAME, branch="x", files={"x.txt": "1\n"}, author=READER)
+    assert repo.comment(number, "/keepgreen merge", author=READER) == 202
+    assert repo.label(number, "keepgreen-merge", sender=READER) == 202
+    container.worker.run_once()
+    with pytest.raises(NotFound, match="never submitted"):
+        entry(container, number)
+    replies = fake.comments_on(OWNER, NAME, number)
+    assert len(replies) == 2
+    assert all(f"@{READER} only people with write access" in reply.body for reply in replies)
+
+
+def test_a_command_keepgreen_does_not_know_is_answered_with_the_usage(
+    container: Container, repo: GithubRepoDriver, fake: FakeGithub
+) -> None:
+    number = fake.open_pull_request(OWNER, NAME, branch="x", files={"x.txt": "1\n"}, author=WRITER)
+    assert repo.comment(number, "/keepgreen merge --priority soon", author=WRITER) == 202
+    container.worker.run_once()
+    [reply] = fake.comments_on(OWNER, NAME, number)
+    assert "--priority" in reply.body
+    assert "unknown name 'soon'" in reply.body
+
+
+def test_a_push_to_a_queued_pr_cancels_it_and_removing_the_label_cancels_too(
+    container: Container, repo: GithubRepoDriver, fake: FakeGithub
+) -> None:
+    pushed = fake.open_pull_request(OWNER, NAME, branch="p", files={"p.txt": "1\n"}, author=WRITER)
+    unlabelled = fake.open_pull_request(
+        OWNER, NAME, branch="u", files={"u.txt": "1\n"}, author=WRITER
+    )
+    repo.comment(pushed, "/keepgreen merge", author=WRITER)
+    repo.label(unlabelled, "keepgreen-merge", sender=WRITER)
+    container.worker.run_once()
+    old_head = fake.head_sha(OWNER, NAME, pushed)
+
+    assert repo.pushed_to(pushed, files={"p.txt": "2\n"}) == 202
+    assert repo.label(unlabelled, "keepgreen-merge", sender=WRITER, action="unlabeled") == 202
+    container.worker.run_once()
+
+    cancelled = entry(container, pushed)
+    assert (cancelled.state, cancelled.state_reason) == (PrState.CANCELLED, StateReason.PUSHED_TO)
+    assert entry(container, unlabelled).state is PrState.CANCELLED
+    [old_check] = fake.check_runs_for(OWNER, NAME, head_sha=old_head)
+    assert old_check.conclusion == "cancelled"
+    assert not fake.merges
+
+
+def test_github_failing_for_a_while_delays_the_merge_and_merges_once(
+    container: Container, repo: GithubRepoDriver, fake: FakeGithub
+) -> None:
+    number = fake.open_pull_request(OWNER, NAME, branch="g", files={"g.txt": "1\n"}, author=WRITER)
+    repo.comment(number, "/keepgreen merge", author=WRITER)
+    container.worker.run_once()
+    repo.answer_ci(lambda _files: "success")
+    fake.fail(502, times=3)
+    container.worker.run_once()
+    fake.fail(429, times=2, retry_after=0)
+    settle(container, repo)
+
+    assert entry(container, number).state is PrState.MERGED
+    assert [merge.number for merge in fake.merges] == [number]
+    incidents = container.queues.get(target(container).org_id, target(container).repo, "main")
+    kinds = {incident.kind.value for incident in incidents.incidents}
+    assert kinds & {"github_unavailable", "github_rate_limited"}
+
+
+def test_a_lost_installation_webhook_is_made_good_by_the_sync(
+    container: Container, repo: GithubRepoDriver, fake: FakeGithub
+) -> None:
+    fake.add_repository(repo.installation_id, OWNER, "gadgets", files={"README.md": "g\n"})
+    # No `installation_repositories` delivery arrives; the periodic sync finds it.
+    for chore in container.worker.chores:
+        chore()
+    names = {info.repository.ref.name for info in container.admin.list_repositories(org_slug=OWNER)}
+    assert names == {NAME, "gadgets"}
