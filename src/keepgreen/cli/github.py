@@ -1,20 +1,29 @@
 """`keepgreen github`: setting keepgreen up as a GitHub App.
 
-`keepgreen github manifest` prints the App's manifest (GitHub's "Registering a GitHub App from
-a manifest"): its name, where its webhooks go, the permissions and events the queue needs. On
-GitHub: Settings > Developer settings > GitHub Apps > New GitHub App from a manifest, or POST
-it to https://github.com/settings/apps/new?state=... as the `manifest` form field.
+`keepgreen github link --installation ID --org SLUG` gives an installation's repositories to an
+org (without it, the org whose slug is the account's login gets them); `keepgreen github
+installations` lists what keepgreen knows. `keepgreen github manifest` prints the App's
+manifest (GitHub's "Registering a GitHub App from a manifest"): its name, where its webhooks
+go, the permissions and events the queue needs. On GitHub: Settings > Developer settings >
+GitHub Apps > New GitHub App from a manifest, or POST it to
+https://github.com/settings/apps/new?state=... as the `manifest` form field.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlsplit
 
 import typer
 
 from keepgreen.settings import Settings
+
+if TYPE_CHECKING:  # the container is built on demand: `manifest` needs no database
+    from keepgreen.app.github.installations import GithubInstallations, SyncResult
+    from keepgreen.bootstrap import Container
 
 # What the queue needs on a repository, and why (see the README's "Use it with GitHub").
 PERMISSIONS = {
@@ -31,7 +40,9 @@ PERMISSIONS = {
 # The events the webhook intake acts on (installation events come to every App unasked).
 EVENTS = ["check_run", "check_suite", "issue_comment", "pull_request", "push", "status"]
 
-github_app = typer.Typer(help="keepgreen as a GitHub App: its manifest.", no_args_is_help=True)
+github_app = typer.Typer(
+    help="keepgreen as a GitHub App: its manifest, and its installations.", no_args_is_help=True
+)
 
 
 def manifest(public_url: str, *, name: str) -> dict[str, Any]:
@@ -84,5 +95,71 @@ def manifest_command(
     typer.echo(json.dumps(manifest(url, name=name.strip()), indent=2))
 
 
-def register(app: typer.Typer) -> None:
+def _installation_commands(open_container: Callable[[], Container]) -> None:
+    @github_app.command("link")
+    def link(
+        installation: Annotated[
+            int, typer.Option("--installation", help="The installation id GitHub gave.", min=1)
+        ],
+        org: Annotated[str, typer.Option("--org", help="Org slug; created if it does not exist.")],
+    ) -> None:
+        """Give a GitHub App installation's repositories to an org, and register them."""
+        with _installations(open_container) as installations:
+            result = installations.link(installation, org)
+        typer.echo(f"installation {installation} linked to org {result.org_slug}")
+        _say_sync(result)
+
+    @github_app.command("installations")
+    def installations_command() -> None:
+        """List the App's installations: account, org and repositories."""
+        with _installations(open_container) as installations:
+            listed = installations.all()
+        if not listed:
+            typer.echo("no installations yet (install the App on GitHub, or link one)")
+        for info in listed:
+            org = info.org_slug or "(not linked: keepgreen github link)"
+            repos = ", ".join(info.repositories) or "none"
+            typer.echo(
+                f"{info.installation.id}  account {info.installation.account}  org {org}  "
+                f"repositories: {repos}"
+            )
+
+
+def _say_sync(result: SyncResult) -> None:
+    for name in result.added:
+        typer.echo(f"added {name}")
+    for name in result.removed:
+        typer.echo(f"removed {name}")
+    for problem in result.failed:
+        typer.echo(f"not added: {problem}", err=True)
+
+
+@contextmanager
+def _installations(open_container: Callable[[], Container]) -> Iterator[GithubInstallations]:
+    """The App's installations service; refusals and GitHub failing are one line, exit 1."""
+    from keepgreen.app.errors import KeepgreenError
+    from keepgreen.app.ports import CodeHostError
+
+    container = open_container()
+    try:
+        if container.github_installations is None:
+            typer.echo(
+                "error: keepgreen is not configured as a GitHub App: set "
+                "KEEPGREEN_GITHUB_APP_ID and KEEPGREEN_GITHUB_PRIVATE_KEY_FILE",
+                err=True,
+            )
+            raise typer.Exit(2)
+        yield container.github_installations
+    except KeepgreenError as error:
+        typer.echo(f"error: {error.message}", err=True)
+        raise typer.Exit(1) from None
+    except CodeHostError as error:
+        typer.echo(f"error: GitHub: {error}", err=True)
+        raise typer.Exit(1) from None
+    finally:
+        container.close()
+
+
+def register(app: typer.Typer, *, open_container: Callable[[], Container]) -> None:
+    _installation_commands(open_container)
     app.add_typer(github_app, name="github")

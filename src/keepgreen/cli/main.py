@@ -26,7 +26,6 @@ app = typer.Typer(
 client.register(app)
 upload.register(app)
 flaky.register(app)
-github.register(app)
 
 
 def _print_version(value: bool) -> None:
@@ -187,6 +186,7 @@ def _container(*, configure_logs: bool = False) -> Container:
 
 
 admin.register(app, open_container=_container)
+github.register(app, open_container=_container)
 
 
 def _exit_quietly(_signum: int, _frame: object) -> None:

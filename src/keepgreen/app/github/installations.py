@@ -47,6 +47,13 @@ class SyncResult:
     failed: tuple[str, ...] = ()  # owner/name: why, for those that could not be registered
 
 
+@dataclass(frozen=True, slots=True)
+class InstallationInfo:
+    installation: GithubInstallation
+    org_slug: str | None
+    repositories: tuple[str, ...]
+
+
 class GithubInstallations:
     """Links installations to orgs and keeps their repositories registered."""
 
@@ -94,6 +101,22 @@ class GithubInstallations:
             uow.commit()
         log.info("github installation linked", installation=installation_id, org=org_slug)
         return self.sync(installation_id)
+
+    def all(self) -> list[InstallationInfo]:
+        """Every installation keepgreen knows, with its org and repositories."""
+        with self._uow() as uow:
+            slugs = {org.id: org.slug for org in uow.orgs.list_all()}
+            return [
+                InstallationInfo(
+                    installation,
+                    None if installation.org_id is None else slugs.get(installation.org_id),
+                    tuple(
+                        f"{repo.ref.owner}/{repo.ref.name}"
+                        for repo in uow.github_installations.repositories(installation.id)
+                    ),
+                )
+                for installation in uow.github_installations.list_all()
+            ]
 
     def installed(self, installation_id: int, account: str) -> SyncResult:
         """The App was installed (or its webhook arrived again): remember the installation,
@@ -239,4 +262,4 @@ class GithubInstallations:
         return True
 
 
-__all__ = ["GithubInstallations", "SyncResult", "github_host_name"]
+__all__ = ["GithubInstallations", "InstallationInfo", "SyncResult", "github_host_name"]
