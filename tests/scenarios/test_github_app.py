@@ -205,3 +205,118 @@ def test_a_lost_installation_webhook_is_made_good_by_the_sync(
         chore()
     names = {info.repository.ref.name for info in container.admin.list_repositories(org_slug=OWNER)}
     assert names == {NAME, "gadgets"}
+
+
+def test_closing_a_queued_pr_or_commenting_cancel_takes_it_out(
+    container: Container, repo: GithubRepoDriver, fake: FakeGithub
+) -> None:
+    closed = fake.open_pull_request(OWNER, NAME, branch="c", files={"c.txt": "1\n"}, author=WRITER)
+    cancelled = fake.open_pull_request(
+        OWNER, NAME, branch="d", files={"d.txt": "1\n"}, author=WRITER
+    )
+    repo.comment(closed, "/keepgreen merge", author=WRITER)
+    repo.comment(cancelled, "/keepgreen merge --no-batch", author=WRITER)
+    container.worker.run_once()
+    assert entry(container, cancelled).no_batch
+
+    fake.close_pull_request(OWNER, NAME, closed)
+    payload = repo.payloads.pull_request(
+        "closed", number=closed, head_sha=fake.head_sha(OWNER, NAME, closed), head_ref="c"
+    )
+    assert repo.send("pull_request", payload) == 202
+    assert repo.comment(cancelled, "/keepgreen cancel", author=WRITER) == 202
+    container.worker.run_once()
+
+    assert (entry(container, closed).state, entry(container, closed).state_reason) == (
+        PrState.CANCELLED,
+        StateReason.PR_CLOSED,
+    )
+    assert entry(container, cancelled).state is PrState.CANCELLED
+    assert repo.comment(cancelled, "/keepgreen cancel", author=WRITER) == 202
+    container.worker.run_once()
+    assert "not in a keepgreen queue" in fake.comments_on(OWNER, NAME, cancelled)[-1].body
+
+
+def test_a_pr_closed_without_its_webhook_leaves_at_the_next_reconcile(
+    container: Container, repo: GithubRepoDriver, fake: FakeGithub, clock: Any
+) -> None:
+    number = fake.open_pull_request(OWNER, NAME, branch="l", files={"l.txt": "1\n"}, author=WRITER)
+    repo.comment(number, "/keepgreen merge", author=WRITER)
+    container.worker.run_once()
+    fake.close_pull_request(OWNER, NAME, number)  # GitHub's webhook is lost
+    deadline = 40
+    while entry(container, number).state is not PrState.CANCELLED and deadline:
+        container.worker.run_once()
+        deadline -= 1
+    assert entry(container, number).state_reason is StateReason.PR_CLOSED
+
+
+def test_one_installation_cannot_act_on_another_installations_repository(
+    container: Container, repo: GithubRepoDriver, fake: FakeGithub, client: TestClient
+) -> None:
+    container.admin.create_token("globex")
+    other = fake.add_installation("globex")
+    fake.add_repository(other, "globex", "tools", files={"README.md": "t\n"})
+    fake.set_permission("globex", "tools", WRITER, "write")
+    container.github_installations.installed(other, "globex")  # type: ignore[union-attr]
+    number = fake.open_pull_request(
+        "globex", "tools", branch="t", files={"t.txt": "1\n"}, author=WRITER
+    )
+    # A delivery signed by keepgreen's App but for acme's installation, naming globex's repo.
+    forged = repo.payloads.issue_comment(number=number, body="/keepgreen merge", author=WRITER)
+    forged["repository"]["name"] = "tools"
+    forged["repository"]["owner"]["login"] = "globex"
+    forged["repository"]["full_name"] = "globex/tools"
+    assert repo.send("issue_comment", forged) == 202
+    container.worker.run_once()
+
+    globex = container.admin.list_repositories(org_slug="globex")[0].repository
+    with pytest.raises(NotFound):
+        container.pull_requests.get(QueueTarget(globex.org_id, globex.ref, "main"), number)
+    assert fake.comments_on("globex", "tools", number) == []
+
+
+def test_an_installation_of_an_account_without_an_org_waits_until_it_is_linked(
+    container: Container, fake: FakeGithub, client: TestClient
+) -> None:
+    installation = fake.add_installation("initech")
+    fake.add_repository(installation, "initech", "tps", files={"README.md": "t\n"})
+    driver = GithubRepoDriver(fake, installation, "initech", "tps", lambda _event, _payload: 0)
+    body, headers = signed(
+        "installation",
+        driver.payloads.installation(
+            "created", account="initech", repositories=[(fake.repo("initech", "tps").id, "tps")]
+        ),
+    )
+    assert client.post("/webhooks/github", content=body, headers=headers).status_code == 202
+    container.worker.run_once()
+    assert container.admin.list_repositories() == []
+
+    installations = container.github_installations
+    assert installations is not None
+    result = installations.link(installation, "initech-eng")
+    assert result.added == ("initech/tps",)
+    [info] = container.admin.list_repositories(org_slug="initech-eng")
+    assert info.repository.ref.name == "tps"
+    with pytest.raises(NotFound, match="GitHub knows no installation 424242"):
+        installations.link(424242, "initech-eng")
+
+
+def test_deliveries_with_missing_or_odd_fields_are_dropped_without_harm(
+    container: Container, repo: GithubRepoDriver, client: TestClient, fake: FakeGithub
+) -> None:
+    odd = [
+        ("issue_comment", {"action": "created", "installation": {"id": repo.installation_id}}),
+        ("pull_request", {"action": "labeled", "pull_request": {"number": "seven"}}),
+        ("check_run", {"action": "completed", "check_run": {"name": 5, "head_sha": None}}),
+        ("status", {"state": "sideways", "sha": "abc"}),
+        ("installation", {"action": "created", "installation": {"id": 999_999}}),
+        ("push", {"ref": []}),
+    ]
+    for event, payload in odd:
+        body, headers = signed(event, payload)
+        assert client.post("/webhooks/github", content=body, headers=headers).status_code == 202
+    container.worker.run_once()
+    with container.unit_of_work() as uow:
+        assert uow.github_deliveries.pending(limit=10) == []
+    assert fake.comments == {}

@@ -316,6 +316,7 @@ class GithubAppClient:
             author=answer.object("user").text("login"),
             labels=tuple(label.text("name") for label in answer.objects("labels")),
             mergeable=mergeable if isinstance(mergeable, bool) else None,
+            merge_commit_sha=answer.optional_text("merge_commit_sha"),
         )
 
     def commit(self, where: Where, sha: str) -> GithubCommit | None:

@@ -66,6 +66,7 @@ class GithubPull:
     author: str
     labels: tuple[str, ...] = ()
     mergeable: bool | None = None  # None while GitHub is still computing it
+    merge_commit_sha: str | None = None  # once merged: the commit the merge made
 
 
 @dataclass(frozen=True, slots=True)

@@ -174,6 +174,8 @@ class GithubHost:
         if pull is not None and pull.merged:
             # Merged already: by this landing before a crash (or by hand). Never again.
             log.info("github pr already merged", repo=str(repo.ref), pr=number, tip=tip)
+            if pull.merge_commit_sha is not None:
+                self._feedback.merged(repo, number, pull.merge_commit_sha)
             return LandResult(tip) if tip is not None else LandResult(None, "target_moved")
         if tip != landing.expected_tip:
             return LandResult(None, "target_moved")

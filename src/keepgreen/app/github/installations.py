@@ -19,7 +19,7 @@ import structlog
 
 from keepgreen.app.admin import AdminService
 from keepgreen.app.errors import Conflict, InvalidInput, KeepgreenError, NotFound
-from keepgreen.app.github.api import GithubApi, GithubRepo
+from keepgreen.app.github.api import GithubApi, GithubRefused, GithubRepo
 from keepgreen.app.ports import Clock, UnitOfWorkFactory
 from keepgreen.app.queues import QueueService
 from keepgreen.core.model import DEFAULT_GIT_USERNAME, GitAuth, GithubInstallation, RepoRef
@@ -83,7 +83,16 @@ class GithubInstallations:
         problem = plain_name_problem(org_slug)
         if problem is not None:
             raise InvalidInput("invalid_field", f"org {problem}")
-        account = self._api.installation_account(installation_id)
+        try:
+            account = self._api.installation_account(installation_id)
+        except GithubRefused as refused:
+            if refused.status != 404:
+                raise
+            raise NotFound(
+                "installation_not_found",
+                f"GitHub knows no installation {installation_id} of this App (the number is "
+                "in the installation's settings URL on GitHub)",
+            ) from None
         self._admin.ensure_org(org_slug)
         with self._uow() as uow:
             org = uow.orgs.get_by_slug(org_slug)
