@@ -67,3 +67,54 @@ def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], said: str) -> N
     assert said in err
     assert err.startswith("error: ")
     assert err.count("\n") == 1
+
+
+def test_link_gives_an_installations_repositories_to_an_org(tmp_path: Path) -> None:
+    from tests.support.fake_github import FakeGithub
+    from tests.support.github_app import app_files
+
+    with FakeGithub(tmp_path / "github") as fake:
+        installation = fake.add_installation("initech")
+        fake.add_repository(installation, "initech", "tps", files={"README.md": "t\n"})
+        env = {
+            "KEEPGREEN_DATA_DIR": str(tmp_path / "data"),
+            **app_files(fake, tmp_path / "app").environment(),
+        }
+        code, out, err = run("link", "--installation", str(installation), "--org", "eng", env=env)
+        assert (code, err) == (0, "")
+        assert out.splitlines() == [
+            f"installation {installation} linked to org eng",
+            "added initech/tps",
+        ]
+        code, out, _ = run("installations", env=env)
+        assert code == 0
+        assert out.strip() == f"{installation}  account initech  org eng  repositories: initech/tps"
+
+        code, _, err = run("link", "--installation", "777", "--org", "eng", env=env)
+        assert code == 1
+        assert err.startswith("error: GitHub knows no installation 777 of this App")
+        assert fake.violations == []
+
+
+def test_link_without_the_app_configured_says_which_settings(tmp_path: Path) -> None:
+    env = {"KEEPGREEN_DATA_DIR": str(tmp_path / "data")}
+    code, _, err = run("link", "--installation", "1", "--org", "eng", env=env)
+    assert code == 2
+    assert "KEEPGREEN_GITHUB_APP_ID and KEEPGREEN_GITHUB_PRIVATE_KEY_FILE" in err
+
+
+def test_a_private_key_file_that_is_not_a_key_stops_with_one_sentence(tmp_path: Path) -> None:
+    key = tmp_path / "key.pem"
+    key.write_text("not a key\n")
+    env = {
+        "KEEPGREEN_DATA_DIR": str(tmp_path / "data"),
+        "KEEPGREEN_GITHUB_APP_ID": "12",
+        "KEEPGREEN_GITHUB_PRIVATE_KEY_FILE": str(key),
+    }
+    code, _, err = run("installations", env=env)
+    assert code == 2
+    assert err.strip() == (
+        "error: KEEPGREEN_GITHUB_PRIVATE_KEY_FILE: the file must hold the App's private key in "
+        "PEM form, as GitHub gives it (-----BEGIN RSA PRIVATE KEY-----)"
+    )
+    assert "not a key" not in err
