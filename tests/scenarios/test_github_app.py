@@ -320,3 +320,33 @@ def test_deliveries_with_missing_or_odd_fields_are_dropped_without_harm(
     with container.unit_of_work() as uow:
         assert uow.github_deliveries.pending(limit=10) == []
     assert fake.comments == {}
+
+
+def test_repositories_removed_from_the_installation_leave_and_uninstalling_keeps_them(
+    container: Container, repo: GithubRepoDriver, fake: FakeGithub
+) -> None:
+    gadgets = fake.add_repository(repo.installation_id, OWNER, "gadgets", files={"g": "1\n"})
+    added = repo.payloads.installation_repositories("added", repositories=[(gadgets.id, "gadgets")])
+    assert repo.send("installation_repositories", added) == 202
+    container.worker.run_once()
+    names = {i.repository.ref.name for i in container.admin.list_repositories(org_slug=OWNER)}
+    assert names == {NAME, "gadgets"}
+
+    fake.remove_repository(OWNER, "gadgets")
+    removed = repo.payloads.installation_repositories(
+        "removed", repositories=[(gadgets.id, "gadgets")]
+    )
+    assert repo.send("installation_repositories", removed) == 202
+    container.worker.run_once()
+    names = {i.repository.ref.name for i in container.admin.list_repositories(org_slug=OWNER)}
+    assert names == {NAME}
+
+    deleted = repo.payloads.installation(
+        "deleted", account=OWNER, repositories=[(fake.repo(OWNER, NAME).id, NAME)]
+    )
+    assert repo.send("installation", deleted) == 202
+    container.worker.run_once()
+    assert container.github_installations is not None
+    assert container.github_installations.all() == []
+    names = {i.repository.ref.name for i in container.admin.list_repositories(org_slug=OWNER)}
+    assert names == {NAME}
