@@ -170,7 +170,7 @@ class GithubEvents:
             self._installations.uninstalled(installation_id)
             return
         if delivery.action in {"suspend", "unsuspend"}:
-            log.info("github installation " + delivery.action, installation=installation_id)
+            log.info("github installation", action=delivery.action, installation=installation_id)
             return
         if account is None:
             return

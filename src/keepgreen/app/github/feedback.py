@@ -14,6 +14,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import assert_never
 
 import structlog
 
@@ -130,7 +131,8 @@ def render(facts: Facts) -> CheckRunView:
                 f"Left the queue because {reason}.",
                 conclusion="cancelled",
             )
-    raise AssertionError(entry.state)  # every state is matched above
+        case _:
+            assert_never(entry.state)
 
 
 def _testing_title(facts: Facts) -> str:
