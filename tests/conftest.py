@@ -27,6 +27,7 @@ from keepgreen.bootstrap import Container, bootstrap
 from keepgreen.logs import log_handler, route_structlog_to_stdlib
 from keepgreen.settings import Settings
 from keepgreen.web.app import create_app
+from tests.support.fake_github import FakeGithub
 from tests.support.gitrepo import GitRepo
 from tests.support.pgschema import fresh_schema
 from tests.support.wire import REPO, REPO_JSON, Api
@@ -219,3 +220,11 @@ def queue(api: Api) -> Api:
     response = api.post("createQueue", targetBranch="main")
     assert response.status_code == 200, response.text
     return api
+
+
+@pytest.fixture
+def fake_github(tmp_path: Path) -> Iterator[FakeGithub]:
+    """The fake GitHub, serving; every exchange it had must have kept to GitHub's description."""
+    with FakeGithub(tmp_path / "github") as served:
+        yield served
+    assert served.violations == []

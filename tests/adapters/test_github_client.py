@@ -5,7 +5,6 @@ expire (and written for git), every port call, and GitHub failing as the worker 
 from __future__ import annotations
 
 import stat
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,10 +27,8 @@ OWNER, NAME = "acme", "widgets"
 
 
 @pytest.fixture
-def fake(tmp_path: Path) -> Iterator[FakeGithub]:
-    with FakeGithub(tmp_path / "github") as served:
-        yield served
-    assert served.violations == []
+def fake(fake_github: FakeGithub) -> FakeGithub:
+    return fake_github
 
 
 @pytest.fixture

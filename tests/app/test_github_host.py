@@ -5,7 +5,6 @@ GitHub, its git over HTTP, the remote git host's mirror and the githubkit adapte
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -55,10 +54,8 @@ class RecordingFeedback:
 
 
 @pytest.fixture
-def fake(tmp_path: Path) -> Iterator[FakeGithub]:
-    with FakeGithub(tmp_path / "github") as served:
-        yield served
-    assert served.violations == []
+def fake(fake_github: FakeGithub) -> FakeGithub:
+    return fake_github
 
 
 @pytest.fixture

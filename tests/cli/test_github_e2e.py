@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +28,8 @@ WAIT_SECONDS = 60.0
 
 
 @pytest.fixture
-def fake(tmp_path: Path) -> Iterator[FakeGithub]:
-    with FakeGithub(tmp_path / "github") as served:
-        yield served
-    assert served.violations == []
+def fake(fake_github: FakeGithub) -> FakeGithub:
+    return fake_github
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ its check run, and GitHub failing for a while delaying without losing anything.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +25,8 @@ WRITER, READER = "ada", "mallory"
 
 
 @pytest.fixture
-def fake(tmp_path: Path) -> Iterator[FakeGithub]:
-    with FakeGithub(tmp_path / "github") as served:
-        yield served
-    assert served.violations == []
+def fake(fake_github: FakeGithub) -> FakeGithub:
+    return fake_github
 
 
 @pytest.fixture
