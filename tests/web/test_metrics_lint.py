@@ -85,6 +85,9 @@ def busy(container: Container, client: TestClient, token: str, tmp_path: Path) -
     )
     assert post_junit(api, JUNIT) == 200
     assert client.get("/no/such/path").status_code == 404
+    # The GitHub App's budget gauges, as its client records each answer's rate-limit headers
+    # (no App here: tests/adapters/test_github_client.py has them from a fake GitHub).
+    container.telemetry.github_budget(41, limit=5000, remaining=4998)
     return api
 
 
