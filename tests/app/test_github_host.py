@@ -5,6 +5,7 @@ GitHub, its git over HTTP, the remote git host's mirror and the githubkit adapte
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -158,3 +159,24 @@ def test_github_refusing_the_merge_fails_with_its_words(
     result = host.land(repo, landing)
     assert (result.new_tip, result.problem) == (None, "push_rejected")
     assert result.detail == f"pull request #{number} is closed on GitHub"
+
+
+def test_a_rebase_that_would_not_land_the_tested_tree_is_refused_before_github_merges(
+    fake: FakeGithub, setup: tuple[GithubHost, Repository, RecordingFeedback]
+) -> None:
+    host, repo, feedback = setup
+    fake.push_to_branch(OWNER, NAME, "main", files={"a.txt": "1\n"})
+    # The PR changes a.txt and changes it back: merged, it only adds b.txt; replayed commit by
+    # commit onto a main that changed a.txt too, its first commit conflicts.
+    number = fake.open_pull_request(OWNER, NAME, branch="f", files={"a.txt": "2\n", "b.txt": "b\n"})
+    fake.push_to_pull_request(OWNER, NAME, number, files={"a.txt": "1\n"})
+    fake.push_to_branch(OWNER, NAME, "main", files={"a.txt": "3\n"})
+    landing = replace(landing_of(fake, host, repo, number), method=MergeMethod.REBASE)
+
+    result = host.land(repo, landing)
+
+    assert (result.new_tip, result.problem) == (None, "push_rejected")
+    assert result.detail is not None
+    assert "would not land the tested tree" in result.detail
+    assert fake.merges == []
+    assert feedback.events == []

@@ -382,6 +382,24 @@ def _replay(git: Git, landing: Landing, *, tip: str, tree: str) -> str | LandRes
     return current
 
 
+def replay_tree(git: Git, *, head_sha: str, onto: str, since: str) -> str | None:
+    """The tree a rebase merge ends on: the commits of `head_sha` that `since` lacks, replayed
+    one by one onto `onto` (as `_replay` does, with stand-in commits: only the tree matters);
+    None when one of them does not apply or is not a plain commit.
+    """
+    listed = git.run("rev-list", "--reverse", "--no-merges", head_sha, "--not", since, check=True)
+    current, tree = onto, None
+    for sha in listed.stdout.split():
+        original = git.commit(sha)
+        if len(original.parents) != 1:
+            return None
+        tree = git.merge(current, sha, base=original.parents[0])
+        if tree is None:
+            return None
+        current = git.commit_tree(tree, [current], "rebase stand-in\n")
+    return tree
+
+
 def _trailer(token: str) -> str:
     return f"{LAND_TRAILER}: {token}"
 

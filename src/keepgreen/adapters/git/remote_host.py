@@ -276,6 +276,14 @@ class RemoteGitHost:
                 )
         return Git(path, telemetry=self._telemetry)
 
+    def rebase_tree(self, repo: Repository, *, head_sha: str, onto: str, since: str) -> str | None:
+        """The tree replaying the PR's commits (those of `head_sha` not in `since`) onto `onto`
+        ends on, computed in the mirror; None when they do not replay cleanly.
+        """
+        git = self.mirror(repo)
+        with self._locked(repo):
+            return merging.replay_tree(git, head_sha=head_sha, onto=onto, since=since)
+
     def refresh(self, repo: Repository, refs: Sequence[str]) -> None:
         """Fetch `refs` now, with every other ref the queue wants (a branch moved by a call
         that is not a git push, such as a merge through GitHub's API).

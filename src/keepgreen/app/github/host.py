@@ -10,8 +10,10 @@ GitHub shows the PR as merged, and only when the tree GitHub will make is the te
   tree the test commit was built on (else `tree_mismatch`: test again);
 - the merge names the tested head (`sha`), so a PR pushed to meanwhile is refused (409), not
   merged untested;
-- GitHub's merge, squash and rebase of one head onto that tip give the tree the test merge
-  gave (git's own merge, which GitHub runs too); after the merge keepgreen reads the commit
+- GitHub's merge and squash of one head onto that tip give the tree the test merge gave
+  (git's own merge, which GitHub runs too); a rebase replays the PR's commits one by one, so
+  keepgreen replays them first in its mirror and refuses (the PR fails, with the reason) when
+  they would end on another tree; after the merge keepgreen reads the commit
   GitHub made and compares its tree with the tested one. A difference (someone pushed to the
   branch in the moment between the check and the merge, which a rule letting only the App
   push rules out) is logged as an error and recorded on the PR's feedback.
@@ -38,7 +40,7 @@ from keepgreen.app.ports import (
     MergeHost,
     TestCommit,
 )
-from keepgreen.core.enums import Mergeability
+from keepgreen.core.enums import Mergeability, MergeMethod
 from keepgreen.core.model import PullRequestInfo, Repository
 
 log = structlog.get_logger(__name__)
@@ -56,6 +58,12 @@ class FetchingHost(MergeHost, Protocol):
 
     def refresh(self, repo: Repository, refs: Sequence[str]) -> None:
         """Fetch `refs` from the server now."""
+        ...
+
+    def rebase_tree(self, repo: Repository, *, head_sha: str, onto: str, since: str) -> str | None:
+        """The tree replaying the commits of `head_sha` not in `since` onto `onto` ends on;
+        None when they do not replay cleanly.
+        """
         ...
 
 
@@ -187,6 +195,23 @@ class GithubHost:
             )
         if pull.head_sha != landing.link.head_sha:
             return LandResult(None, "tree_mismatch")  # pushed to: the PR leaves (PrHeadMoved)
+        if landing.method is MergeMethod.REBASE and landing.exact:
+            # GitHub's rebase replays the PR's commits one by one: that can end on another
+            # tree than the tested merge (or not apply). Testing again would test the same
+            # merge, so the PR fails with the reason.
+            replayed = self._git.rebase_tree(
+                repo, head_sha=pull.head_sha, onto=tip, since=landing.parent_commit
+            )
+            if replayed != landing.link.tree:
+                return LandResult(
+                    None,
+                    "push_rejected",
+                    detail=(
+                        f"GitHub's rebase of pull request #{number} would not land the tested "
+                        "tree: its commits do not replay onto the branch as they merge. Squash "
+                        "it or merge it with a merge commit (the queue's mergeMethod)."
+                    ),
+                )
         self._feedback.merging(repo, number, pull.head_sha)
         answer = self._api.merge(
             where(repo),
