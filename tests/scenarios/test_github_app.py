@@ -17,6 +17,7 @@ from keepgreen.app.pull_requests import QueueTarget
 from keepgreen.bootstrap import Container
 from keepgreen.core.enums import PrState, StateReason
 from keepgreen.core.model import QueueEntry, RepoRef
+from tests.conftest import FakeClock
 from tests.support.fake_github import FakeGithub
 from tests.support.github_app import GithubRepoDriver, app_files, signed
 
@@ -347,3 +348,34 @@ def test_repositories_removed_from_the_installation_leave_and_uninstalling_keeps
     assert container.github_installations.all() == []
     names = {i.repository.ref.name for i in container.admin.list_repositories(org_slug=OWNER)}
     assert names == {NAME}
+
+
+def test_a_place_in_line_is_sent_at_most_every_two_minutes_and_never_in_the_comment(
+    container: Container, repo: GithubRepoDriver, fake: FakeGithub, clock: FakeClock
+) -> None:
+    numbers = [
+        fake.open_pull_request(OWNER, NAME, branch=f"q{i}", files={f"q{i}": "1\n"}, author=WRITER)
+        for i in range(3)
+    ]
+    for number in numbers:
+        repo.comment(number, "/keepgreen merge", author=WRITER)
+    container.worker.run_once()
+    last = numbers[-1]
+
+    def check_title() -> str:
+        return fake.check_runs_for(OWNER, NAME, head_sha=fake.head_sha(OWNER, NAME, last))[0].title
+
+    assert check_title() == "Queued: position 3 of 3"
+    assert repo.answer_ci(lambda _files: "success") == 1  # the first PR's run, alone so far
+    for _ in range(4):  # the first PR merges; the second starts testing
+        container.worker.run_once()
+    assert entry(container, numbers[0]).state is PrState.MERGED
+    assert entry(container, numbers[1]).state is PrState.TESTING
+    assert check_title() == "Queued: position 3 of 3"  # moved up, told later
+
+    clock.advance(seconds=121)
+    container.worker.run_once()
+    assert check_title() == "Queued: position 2 of 2"
+    [comment] = fake.comments_on(OWNER, NAME, last)
+    assert comment.history == []  # the comment tells milestones only
+    assert comment.body.startswith(f"**keepgreen** · #{last}: **Queued**")

@@ -376,5 +376,9 @@ class GithubFeedback:
     check_run_id: int | None = None
     check_run_sha: str | None = None  # the head the check run is on
     comment_id: int | None = None
-    shown: str = ""  # digest of what was last shown; unchanged feedback is not sent again
+    # Digests of what the check run and the comment last showed (unchanged views are not sent
+    # again), and when the check run was last sent (its minor changes wait a while).
+    shown: str = ""
+    shown_comment: str = ""
+    shown_at: datetime | None = None
     merged_sha: str | None = None  # the commit GitHub's merge made, once it is merged

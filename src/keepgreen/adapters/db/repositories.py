@@ -602,6 +602,8 @@ class SqlGithubFeedback:
             check_run_sha=row.check_run_sha,
             comment_id=row.comment_id,
             shown=row.shown,
+            shown_comment=row.shown_comment,
+            shown_at=row.shown_at,
             merged_sha=row.merged_sha,
         )
 
@@ -614,6 +616,8 @@ class SqlGithubFeedback:
         row.check_run_sha = feedback.check_run_sha
         row.comment_id = feedback.comment_id
         row.shown = feedback.shown
+        row.shown_comment = feedback.shown_comment
+        row.shown_at = feedback.shown_at
         row.merged_sha = feedback.merged_sha
         self._session.flush()
 

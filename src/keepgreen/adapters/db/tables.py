@@ -572,4 +572,6 @@ class GithubFeedbackRow(Base):
     check_run_sha: Mapped[str | None] = mapped_column(String(64))
     comment_id: Mapped[int | None] = mapped_column(BigInteger)
     shown: Mapped[str] = mapped_column(String(64))
+    shown_comment: Mapped[str] = mapped_column(String(64))
+    shown_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     merged_sha: Mapped[str | None] = mapped_column(String(64))

@@ -4,7 +4,11 @@ head, and one comment kept up to date (not a comment per event).
 After each pass over a queue of the App, the worker calls `publish`: for each PR in the queue,
 and each that left it in the last minutes, the view is rendered from the queue's state and
 sent only when it differs from what was last shown (a digest is kept per PR), so a quiet
-queue costs no API calls. `statusCheckEnabled` and `commentsEnabled` of the queue switch each
+queue costs no API calls. The request budget decides the rest: the comment tells milestones
+only (queued, testing in a run, passed, merged, failed, cancelled), and the check run's minor
+changes (its place in line, a required check's progress) are sent at most every
+`MINOR_CHANGE_SECONDS`; a queue draining N waiting PRs would otherwise cost N updates per
+merge. `statusCheckEnabled` and `commentsEnabled` of the queue switch each
 part. The check run follows the head: a PR pushed to gets a new one on the new head.
 """
 
@@ -38,6 +42,8 @@ log = structlog.get_logger(__name__)
 
 # PRs that left the queue this recently still get their final view (a pass missed is retried).
 _LEFT_WITHIN = timedelta(minutes=30)
+# A check run whose milestone is unchanged is sent again at most this often.
+MINOR_CHANGE_SECONDS = 120.0
 
 # Why a PR left or waits, in the words its author reads.
 REASONS: Mapping[StateReason, str] = {
@@ -82,7 +88,9 @@ def render(facts: Facts) -> CheckRunView:
         case PrState.NOT_READY:
             return CheckRunView("queued", "Waiting to enter the queue", f"Not yet: {reason}.")
         case PrState.PENDING:
-            title = f"Queued: position {facts.position or '?'} of {facts.queued}"
+            title = f"Queued: position {facts.position} of {facts.queued}"
+            if facts.position is None:
+                title = "Queued"
             summary = f"Waiting for a testing slot on `{entry.base_branch}`."
             if entry.state_reason not in (StateReason.SUBMITTED, StateReason.READY):
                 summary += f" Back in line because {reason}."
@@ -181,6 +189,13 @@ def comment_body(view: CheckRunView, number: int) -> str:
     return body
 
 
+def milestone(facts: Facts) -> Facts:
+    """The facts without what changes between milestones (place in line, checks' progress):
+    what the comment is rendered from.
+    """
+    return replace(facts, position=None, statuses={}, required=())
+
+
 def digest(view: CheckRunView, head_sha: str) -> str:
     text = repr((view, head_sha)).encode()
     return hashlib.sha256(text).hexdigest()[:32]
@@ -213,11 +228,16 @@ class GithubFeedbackPublisher:
                 for fact in facts
             }
         for fact in facts:
-            view = render(fact)
             known = shown[fact.entry.number] or GithubFeedback(repository.id, fact.entry.number)
-            if known.shown == digest(view, fact.entry.head_sha):
+            view, brief = render(fact), render(milestone(fact))
+            head = fact.entry.head_sha
+            if known.shown == digest(view, head):
                 continue
-            self._show(repository, queue, fact.entry, view, known)
+            minor = known.shown_comment == digest(brief, head)
+            since = None if known.shown_at is None else (now - known.shown_at).total_seconds()
+            if minor and since is not None and since < MINOR_CHANGE_SECONDS:
+                continue  # only the place in line or a check's progress moved: later
+            self._show(repository, queue, fact.entry, (view, brief), known, now=now)
 
     def _facts(
         self, uow: UnitOfWork, queue: Queue, repository: Repository, now: datetime
@@ -271,9 +291,12 @@ class GithubFeedbackPublisher:
         repository: Repository,
         queue: Queue,
         entry: QueueEntry,
-        view: CheckRunView,
+        views: tuple[CheckRunView, CheckRunView],
         known: GithubFeedback,
+        *,
+        now: datetime,
     ) -> None:
+        view, brief = views
         place = where(repository)
         check_run_id, check_run_sha, comment_id = (
             known.check_run_id,
@@ -286,8 +309,9 @@ class GithubFeedbackPublisher:
             else:
                 check_run_id = self._api.create_check_run(place, head_sha=entry.head_sha, view=view)
                 check_run_sha = entry.head_sha
-        if queue.config.comments_enabled:
-            body = comment_body(view, entry.number)
+        brief_digest = digest(brief, entry.head_sha)
+        if queue.config.comments_enabled and brief_digest != known.shown_comment:
+            body = comment_body(brief, entry.number)
             if comment_id is None or not self._api.update_comment(place, comment_id, body):
                 comment_id = self._api.create_comment(place, entry.number, body)
         with self._uow() as uow:
@@ -298,6 +322,8 @@ class GithubFeedbackPublisher:
                     check_run_sha=check_run_sha,
                     comment_id=comment_id,
                     shown=digest(view, entry.head_sha),
+                    shown_comment=brief_digest,
+                    shown_at=now,
                 )
             )
             uow.commit()

@@ -44,6 +44,10 @@ def upgrade() -> None:
         sa.Column("check_run_sha", sa.String(length=64), nullable=True),
         sa.Column("comment_id", sa.BigInteger(), nullable=True),
         sa.Column("shown", sa.String(length=64), nullable=False),
+        sa.Column("shown_comment", sa.String(length=64), nullable=False),
+        sa.Column(
+            "shown_at", keepgreen.adapters.db.types.UtcDateTime(timezone=True), nullable=True
+        ),
         sa.Column("merged_sha", sa.String(length=64), nullable=True),
         sa.ForeignKeyConstraint(
             ["repository_id"],
