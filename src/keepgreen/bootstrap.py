@@ -162,6 +162,13 @@ def bootstrap(
         return SqlUnitOfWork(sessions, new_id)
 
     github_key = settings.github_private_key()  # a bad key file stops the start
+    if github_webhook_secret is not None and github_key is None:
+        # Deliveries would be stored for a worker that cannot act on them.
+        raise SettingsError(
+            "KEEPGREEN_GITHUB_WEBHOOK_SECRET_FILE is set, but without KEEPGREEN_GITHUB_APP_ID "
+            "and KEEPGREEN_GITHUB_PRIVATE_KEY_FILE keepgreen cannot act as the GitHub App: "
+            "set them too, or unset the webhook secret"
+        )
     github_api: GithubAppClient | None = None
     github_host: GithubHost | None = None
     publisher: GithubFeedbackPublisher | None = None

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi.testclient import TestClient
 from httpx import Response
 
@@ -30,7 +32,21 @@ EXAMPLES = Path(__file__).parent.parent / "fixtures" / "github" / "webhooks-exam
 def extra_settings(tmp_path: Path) -> dict[str, Any]:
     secret_file = tmp_path / "webhook-secret"
     secret_file.write_text(SECRET + "\n")
-    return {"github_webhook_secret_file": secret_file}
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    key_file = tmp_path / "app.pem"
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
+    )
+    # No GitHub is reached here: the worker does not run, the deliveries stay stored.
+    return {
+        "github_webhook_secret_file": secret_file,
+        "github_app_id": 1,
+        "github_private_key_file": key_file,
+    }
 
 
 @cache
@@ -185,3 +201,17 @@ def test_an_unusable_webhook_secret_file_stops_the_start_with_one_sentence(
     empty.write_text("\n")
     with pytest.raises(SettingsError, match="alone on one line"):
         Settings(github_webhook_secret_file=empty).github_webhook_secret()
+
+
+def test_a_webhook_secret_without_the_app_stops_the_start(
+    database_url: str, tmp_path: Path
+) -> None:
+    secret_file = tmp_path / "webhook-secret"
+    secret_file.write_text(SECRET)
+    settings = Settings(
+        database_url=database_url,
+        data_dir=tmp_path / "data",
+        github_webhook_secret_file=secret_file,
+    )
+    with pytest.raises(SettingsError, match="set them too, or unset the webhook secret"):
+        bootstrap(settings, run_migrations=False)
