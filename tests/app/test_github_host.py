@@ -106,7 +106,7 @@ def landing_of(fake: FakeGithub, host: GithubHost, repo: Repository, number: int
         parent_commit=tip,
         parent_tree=host.tree_of(repo, tip),
         exact=True,
-        title=f"A change (#{number})",
+        title="A change",
         author="ada",
         token="t1",
     )
@@ -180,3 +180,14 @@ def test_a_rebase_that_would_not_land_the_tested_tree_is_refused_before_github_m
     assert "would not land the tested tree" in result.detail
     assert fake.merges == []
     assert feedback.events == []
+
+
+def test_a_squash_is_titled_as_github_titles_it(
+    fake: FakeGithub, setup: tuple[GithubHost, Repository, RecordingFeedback]
+) -> None:
+    host, repo, _ = setup
+    number = fake.open_pull_request(OWNER, NAME, branch="f", files={"f.txt": "1\n"})
+    with pytest.raises(GithubUnavailable):  # the injected failure after the merge
+        host.land(repo, landing_of(fake, host, repo, number))
+    subject = fake.repo(OWNER, NAME).bare.git("log", "-1", "--format=%s", "main").strip()
+    assert subject == f"A change (#{number})"

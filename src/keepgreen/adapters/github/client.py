@@ -32,6 +32,7 @@ from githubkit.exception import (
     RequestError,
     RequestFailed,
 )
+from githubkit.utils import UNSET
 from githubkit_schemas.v2022_11_28.models import InstallationRepositoriesGetResponse200
 from pydantic import SecretStr
 
@@ -333,7 +334,13 @@ class GithubAppClient:
         )
 
     def merge(
-        self, where: Where, number: int, *, head_sha: str, method: MergeMethod, title: str
+        self,
+        where: Where,
+        number: int,
+        *,
+        head_sha: str,
+        method: MergeMethod,
+        title: str | None,
     ) -> MergeAnswer:
         try:
             answer = self._call(
@@ -344,7 +351,7 @@ class GithubAppClient:
                     number,
                     sha=head_sha,
                     merge_method=_METHODS[method],
-                    commit_title=title,
+                    commit_title=UNSET if title is None else title,
                 ),
             )
         except GithubRefused as refused:

@@ -142,8 +142,18 @@ class GithubApi(Protocol):
     def commit(self, where: Where, sha: str) -> GithubCommit | None: ...
 
     def merge(
-        self, where: Where, number: int, *, head_sha: str, method: MergeMethod, title: str
-    ) -> MergeAnswer: ...
+        self,
+        where: Where,
+        number: int,
+        *,
+        head_sha: str,
+        method: MergeMethod,
+        title: str | None,
+    ) -> MergeAnswer:
+        """Merge PR `number` if its head is still `head_sha`; `title` names the commit a
+        squash or merge commit makes (None: GitHub's own default).
+        """
+        ...
 
     def create_check_run(self, where: Where, *, head_sha: str, view: CheckRunView) -> int:
         """Create keepgreen's check run on `head_sha`; its id."""

@@ -218,7 +218,9 @@ class GithubHost:
             number,
             head_sha=landing.link.head_sha,
             method=landing.method,
-            title=landing.title,
+            # A squash is titled as GitHub titles it, "<PR title> (#N)"; a merge commit keeps
+            # GitHub's "Merge pull request #N from ..." (a rebase makes no commit of its own).
+            title=f"{landing.title} (#{number})" if landing.method is MergeMethod.SQUASH else None,
         )
         if answer.sha is None:
             if answer.refusal == "head_moved":
