@@ -210,3 +210,20 @@ def test_the_token_never_reaches_logs_or_errors(
     token = fake.tokens_issued[-1].token
     assert token not in str(down.value)
     assert token not in log_lines.text()
+
+
+def test_a_github_that_cannot_be_reached_says_where(tmp_path: Path, clock: FakeClock) -> None:
+    from tests.support.gitservers import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/api/v3"
+    with FakeGithub(tmp_path / "keys") as keys:  # only its key: nothing listens at `url`
+        client = GithubAppClient(
+            app_id=keys.app_id,
+            private_key=SecretStr(keys.private_key_pem.decode()),
+            api_url=url,
+            data_dir=tmp_path / "data",
+            clock=clock,
+            telemetry=Telemetry(),
+        )
+        with pytest.raises(GithubUnavailable, match=f"GitHub cannot be reached at {url}"):
+            client.installation_account(1)

@@ -31,6 +31,7 @@ from githubkit.exception import (
     RateLimitExceeded,
     RequestError,
     RequestFailed,
+    RequestTimeout,
 )
 from githubkit.utils import UNSET
 from githubkit_schemas.v2022_11_28.models import InstallationRepositoriesGetResponse200
@@ -196,10 +197,15 @@ class GithubAppClient:
                 self._count("not_found")
                 return None
             raise self._failure(failed, status) from None
+        except RequestTimeout:
+            self._count("unavailable")
+            raise GithubUnavailable(
+                f"GitHub did not answer in {REQUEST_TIMEOUT_SECONDS:.0f} s"
+            ) from None
         except RequestError as error:
             self._count("unavailable")
             raise GithubUnavailable(
-                f"GitHub did not answer in time ({type(error.exc).__name__})"
+                f"GitHub cannot be reached at {self._api_url} ({type(error.exc).__name__})"
             ) from None
         except GitHubException as error:
             self._count("unavailable")
