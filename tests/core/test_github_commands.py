@@ -44,7 +44,9 @@ def test_commands(body: str, expected: object) -> None:
         ("/keepgreen deploy", "unknown command `deploy`"),
         ("/keepgreen merge --priority", "needs a value"),
         ("/keepgreen merge --priority 300", "between 0 and 255"),
-        ("/keepgreen merge --priority soon", "unknown name 'soon'"),
+        ("/keepgreen merge --priority soon", "unknown name `soon`"),
+        ("/keepgreen merge --priority @acme/everyone", "unknown name `?acme?everyone`"),
+        ("/keepgreen `@acme/everyone", "unknown command `??acme?everyone`"),
         ("/keepgreen merge --force", "unknown option `--force`"),
         ("/keepgreen cancel now", "takes no options"),
     ],
@@ -63,3 +65,13 @@ def test_any_comment_parses_to_a_command_an_error_or_nothing(body: str) -> None:
         line.split()[:1] and line.split()[0].lower() == "/keepgreen" for line in body.splitlines()
     )
     assert (parse_command(body) is None) == (not mentions)
+
+
+@given(st.text(alphabet=st.sampled_from("ab@`/- _=.\n"), max_size=40))
+def test_a_reply_never_mentions_anyone_or_leaves_its_code_span(word: str) -> None:
+    for body in (f"/keepgreen {word}", f"/keepgreen merge --priority {word}x"):
+        command = parse_command(body)
+        if isinstance(command, CommandError):
+            said = command.message.split(": `/keepgreen merge")[0]  # what is not the usage
+            assert "@" not in said
+            assert said.count("`") % 2 == 0

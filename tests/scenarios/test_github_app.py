@@ -148,7 +148,7 @@ def test_a_command_keepgreen_does_not_know_is_answered_with_the_usage(
     container.worker.run_once()
     [reply] = fake.comments_on(OWNER, NAME, number)
     assert "--priority" in reply.body
-    assert "unknown name 'soon'" in reply.body
+    assert "unknown name `soon`" in reply.body
 
 
 def test_a_push_to_a_queued_pr_cancels_it_and_removing_the_label_cancels_too(

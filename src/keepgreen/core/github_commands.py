@@ -64,7 +64,7 @@ def _parse(words: list[str]) -> Command:
             return CommandError(f"`/keepgreen cancel` takes no options: {USAGE}")
         return CancelCommand()
     if verb != "merge":
-        return CommandError(f"unknown command `{verb[:40]}`: {USAGE}")
+        return CommandError(f"unknown command `{_quoted(verb)}`: {USAGE}")
     priority: Priority | None = None
     no_batch: bool | None = None
     remaining = list(options)
@@ -86,10 +86,23 @@ def _parse(words: list[str]) -> Command:
                     else priority_from_name(value)
                 )
             except PriorityError as error:
-                return CommandError(f"`--priority`: {error}")
+                if value.isdigit():
+                    return CommandError(f"`--priority`: {error}")
+                # The name is not repeated as given: it is the commenter's text.
+                return CommandError(
+                    f"`--priority`: unknown name `{_quoted(value)}`; use urgent, high, medium, "
+                    "low or a number 0-255"
+                )
         else:
-            return CommandError(f"unknown option `{option[:40]}`: {USAGE}")
+            return CommandError(f"unknown option `{_quoted(option)}`: {USAGE}")
     return MergeCommand(priority=priority, no_batch=no_batch)
+
+
+def _quoted(word: str) -> str:
+    """A word of the comment, safe to repeat in keepgreen's reply: short, and without what
+    would leave the code span or mention someone (`@team` in a reply notifies the team).
+    """
+    return "".join(ch if ch.isalnum() or ch in "-_.=" else "?" for ch in word[:40])
 
 
 __all__ = ["CancelCommand", "Command", "CommandError", "MergeCommand", "parse_command"]
