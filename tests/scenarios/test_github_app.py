@@ -6,6 +6,7 @@ its check run, and GitHub failing for a while delaying without losing anything.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -379,3 +380,21 @@ def test_a_place_in_line_is_sent_at_most_every_two_minutes_and_never_in_the_comm
     [comment] = fake.comments_on(OWNER, NAME, last)
     assert comment.history == []  # the comment tells milestones only
     assert comment.body.startswith(f"**keepgreen** · #{last}: **Queued**")
+
+
+def test_deliveries_github_failed_wait_a_backoff_then_are_acted_on(
+    container: Container, repo: GithubRepoDriver, fake: FakeGithub
+) -> None:
+    number = fake.open_pull_request(OWNER, NAME, branch="w", files={"w.txt": "1\n"}, author=WRITER)
+    container.worker.run_once()  # a pass first: the installation's token is minted
+    fake.fail(502, times=1)  # the permission check of the comment below
+    assert repo.comment(number, "/keepgreen merge", author=WRITER) == 202
+    container.worker.run_once()
+    with container.unit_of_work() as uow:
+        assert len(uow.github_deliveries.pending(limit=5)) == 1  # given back, not lost
+    container.worker.run_once()  # GitHub answers again, but the backoff (1 s) is not over
+    with container.unit_of_work() as uow:
+        assert len(uow.github_deliveries.pending(limit=5)) == 1
+    time.sleep(1.1)
+    container.worker.run_once()
+    assert entry(container, number).state in {PrState.PENDING, PrState.TESTING}

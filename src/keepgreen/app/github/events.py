@@ -12,6 +12,7 @@ never reach another installation's (another org's) repositories.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -56,6 +57,7 @@ _STATUSES: dict[str, CommitState] = {
     "error": CommitState.ERROR,
 }
 _BATCH = 50  # deliveries taken per pass
+_MAX_WAIT_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,7 @@ class GithubEvents:
         own_check_name: str,
         wake: Callable[[], None],
         forget: Callable[[Repository, int], None] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._uow = uow
         self._api = api
@@ -94,11 +97,19 @@ class GithubEvents:
         self._own_check_name = own_check_name
         self._wake = wake
         self._forget = forget  # the GitHub host re-reads the PR at its next look
+        self._monotonic = monotonic
+        # GitHub failing: deliveries wait 1, 2, 4, ... s (at most a minute), or as long as
+        # GitHub asked, instead of asking again at every pass.
+        self._failures = 0
+        self._resume_at = 0.0
 
     def process_pending(self) -> int:
         """Act on the deliveries waiting, oldest first; how many were done. Stops at the first
-        that GitHub's failure leaves undone (it and those after it wait for a later pass).
+        that GitHub's failure leaves undone (it and those after it wait for a later pass, after
+        a backoff).
         """
+        if self._monotonic() < self._resume_at:
+            return 0
         with self._uow() as uow:
             pending = uow.github_deliveries.pending(limit=_BATCH)
         done = 0
@@ -114,11 +125,17 @@ class GithubEvents:
                 with self._uow() as uow:
                     uow.github_deliveries.release(delivery.id)
                     uow.commit()
+                self._failures += 1
+                wait = min(2.0 ** (self._failures - 1), _MAX_WAIT_SECONDS)
+                if error.retry_after is not None:
+                    wait = max(wait, min(error.retry_after, 3600.0))
+                self._resume_at = self._monotonic() + wait
                 log.warning(
                     "github delivery waits; github is failing",
                     delivery=delivery.id,
                     github_event=delivery.event,
                     error=str(error),
+                    retry_in_seconds=round(wait, 1),
                 )
                 return done
             except (KeepgreenError, CodeHostError) as error:
@@ -136,6 +153,7 @@ class GithubEvents:
                 log.exception(
                     "github delivery failed", delivery=delivery.id, github_event=delivery.event
                 )
+            self._failures = 0
             done += 1
         return done
 
