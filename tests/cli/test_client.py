@@ -185,6 +185,8 @@ def test_status_shows_state_priority_readiness_sha_title_and_author(
         f"sha {sha}",
         "mergeability mergeable",
         "base branch matches yes",
+        "Queued: position 1 of 1",  # what it waits on, in words
+        "Waiting for a testing slot on `main`.",
     } <= lines
 
 
@@ -196,6 +198,7 @@ def test_status_json_is_the_api_answer(cli: Cli, queued: GitRepo) -> None:
 
     assert printed == submitted(cli, 1)
     assert printed["state"] == "pending"
+    assert printed["explanation"]["title"] == "Queued: position 1 of 1"
 
 
 def test_status_shows_titles_as_written_not_as_markup(cli: Cli, queued: GitRepo) -> None:

@@ -95,7 +95,7 @@ SUBMITTED_KEYS = ENQUEUED_KEYS | {
     "verifiedByTestRun",
 }
 # keepgreen's own fields beside the interface's: git server incidents, what a queue waits on.
-OWN_SUBMITTED_KEYS = {"incidents"}
+OWN_SUBMITTED_KEYS = {"incidents", "explanation"}
 OWN_QUEUE_KEYS = {"waitingOn", "incidents"}
 READINESS_KEYS = {
     "hasImpactedTargets",

@@ -10,6 +10,7 @@ import structlog
 
 from keepgreen.app.engine import QueueEngine
 from keepgreen.app.errors import Conflict, InvalidInput, NotFound, Unavailable
+from keepgreen.app.explain import Explanation, entry_facts, render
 from keepgreen.app.incidents import SHOWN_INCIDENTS, concerning
 from keepgreen.app.lookup import find_entry, find_queue, find_queued_entry, find_repository
 from keepgreen.app.ports import (
@@ -55,6 +56,13 @@ class QueueTarget:
     org_id: OrgId
     repo: RepoRef
     branch: str
+
+
+@dataclass(frozen=True, slots=True)
+class ExplainedEntry:
+    entry: QueueEntry
+    explanation: Explanation
+    incidents: tuple[Incident, ...]
 
 
 class PullRequestService:
@@ -184,15 +192,17 @@ class PullRequestService:
         with self._uow() as uow:
             return find_entry(uow, self._queue(uow, target), number)
 
-    def get_with_incidents(
-        self, target: QueueTarget, number: int
-    ) -> tuple[QueueEntry, tuple[Incident, ...]]:
-        """The entry, and the git server incidents that concern it since it was submitted."""
+    def get_explained(self, target: QueueTarget, number: int) -> ExplainedEntry:
+        """The entry, what it waits on or why it left in plain words, and the git server
+        incidents that concern it since it was submitted.
+        """
         with self._uow() as uow:
-            queue = self._queue(uow, target)
+            repository = find_repository(uow, target.org_id, target.repo)
+            queue = find_queue(uow, repository, target.branch)
             entry = find_entry(uow, queue, number)
             recent = uow.incidents.recent(queue.id, limit=SHOWN_INCIDENTS, since=entry.submitted_at)
-        return entry, concerning(recent, entry)
+            facts = entry_facts(uow, queue, repository, entry, self._clock())
+        return ExplainedEntry(entry, render(facts), concerning(recent, entry))
 
     def list(
         self,

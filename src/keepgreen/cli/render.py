@@ -167,9 +167,22 @@ def pull_request_view(pr: Mapping[str, Any], *, title: str) -> RenderableType:
     if pr.get("verifiedByTestRun"):
         rows.append(("verified by test run", value_of(pr, "verifiedByTestRun")))
     _add_rows(table, rows)
+    parts: list[RenderableType] = [_titled(title, table)]
+    explanation = pr.get("explanation")
+    if isinstance(explanation, Mapping):
+        parts.append(explanation_view(explanation))
     if pr.get("incidents"):
-        return Group(_titled(title, table), incidents_view(pr["incidents"]))
-    return _titled(title, table)
+        parts.append(incidents_view(pr["incidents"]))
+    return Group(*parts) if len(parts) > 1 else parts[0]
+
+
+def explanation_view(explanation: Mapping[str, Any]) -> RenderableType:
+    """What the PR waits on, or why it left: a line, then its details (and the CI link)."""
+    lines: list[RenderableType] = [Text(str(explanation.get("title", MISSING)), style="bold")]
+    lines.extend(Text(line) for line in str(explanation.get("summary", "")).splitlines())
+    if explanation.get("detailsUrl"):
+        lines.append(Text(f"CI: {explanation['detailsUrl']}"))
+    return Group(*lines)
 
 
 def _titled(title: str, body: RenderableType) -> RenderableType:

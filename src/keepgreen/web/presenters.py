@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from keepgreen.app.explain import Explanation
 from keepgreen.app.testing import TestRunDetails
 from keepgreen.core.enums import CommitState
 from keepgreen.core.model import Incident, Queue, QueueEntry, QueueSnapshot, RepoRef
 from keepgreen.core.priority import DEFAULT_PRIORITY_NAME
 from keepgreen.web.schemas import (
     EnqueuedPullRequest,
+    ExplanationOut,
     IncidentOut,
     QueueConfigOut,
     QueueOut,
@@ -87,7 +89,12 @@ def enqueued(entry: QueueEntry) -> EnqueuedPullRequest:
     )
 
 
-def submitted(entry: QueueEntry, incidents: Sequence[Incident] = ()) -> SubmittedPullRequest:
+def submitted(
+    entry: QueueEntry,
+    incidents: Sequence[Incident] = (),
+    *,
+    explanation: Explanation | None = None,
+) -> SubmittedPullRequest:
     readiness = entry.readiness
     return SubmittedPullRequest(
         **enqueued(entry).model_dump(),
@@ -101,6 +108,15 @@ def submitted(entry: QueueEntry, incidents: Sequence[Incident] = ()) -> Submitte
         isCurrentlySubmittedToQueue=entry.is_submitted,
         verifiedByTestRun=entry.verified_by_test_run,
         incidents=[incident_out(incident) for incident in incidents],
+        explanation=None
+        if explanation is None
+        else ExplanationOut(
+            progress=explanation.progress,
+            verdict=explanation.verdict,
+            title=explanation.title,
+            summary=explanation.summary,
+            detailsUrl=explanation.details_url,
+        ),
     )
 
 

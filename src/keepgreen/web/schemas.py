@@ -7,7 +7,7 @@ written for newer or older revisions of the interface keep working.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -323,6 +323,25 @@ class ReadinessOut(Response):
     gitHubMergeability: Mergeability
 
 
+class ExplanationOut(Response):
+    """What the PR waits on, or why it left, in plain words (keepgreen's own field)."""
+
+    progress: Literal["queued", "in_progress", "completed"] = Field(
+        description="queued: waits for its turn; in_progress: tested or being landed; "
+        "completed: left the queue (see verdict)."
+    )
+    verdict: Literal["success", "failure", "cancelled"] | None = Field(
+        description="Once it left: merged (success), failed, or cancelled; null before."
+    )
+    title: str = Field(description='One line: "Queued: position 2 of 5", "Failed: its tests '
+                       'failed".')  # fmt: skip
+    summary: str = Field(
+        description="A few lines (Markdown): the run, each required check it waits on and "
+        "since when, or the reason it left."
+    )
+    detailsUrl: str | None = Field(description="The CI run's page, when a check reported one.")
+
+
 class SubmittedPullRequest(EnqueuedPullRequest):
     readiness: ReadinessOut
     forceEnqueued: bool
@@ -333,6 +352,11 @@ class SubmittedPullRequest(EnqueuedPullRequest):
         description="Git server incidents of its queue or of this PR since it was submitted, "
         "newest first (a refused landing, a server that could not be reached). keepgreen's "
         "own field.",
+    )
+    explanation: ExplanationOut | None = Field(
+        default=None,
+        description="What the PR waits on, or why it left, in plain words (the same words "
+        "its GitHub check run shows). keepgreen's own field.",
     )
 
 

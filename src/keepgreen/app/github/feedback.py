@@ -15,28 +15,17 @@ part. The check run follows the head: a PR pushed to gets a new one on the new h
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import assert_never
 
 import structlog
 
-from keepgreen.app.engine import live_entries
+from keepgreen.app.explain import Explanation, milestone, queue_facts, render
 from keepgreen.app.github.api import CheckRunView, GithubApi
 from keepgreen.app.github.host import where
-from keepgreen.app.ports import Clock, UnitOfWork, UnitOfWorkFactory
-from keepgreen.core.enums import CommitState, PrState, StateReason, TestRunKind
-from keepgreen.core.ids import PullRequestId, QueueId, TestRunId
-from keepgreen.core.model import (
-    CommitStatus,
-    GithubFeedback,
-    Queue,
-    QueueEntry,
-    Repository,
-    TestRun,
-)
-from keepgreen.core.ordering import queue_order
+from keepgreen.app.ports import Clock, UnitOfWorkFactory
+from keepgreen.core.ids import QueueId
+from keepgreen.core.model import GithubFeedback, Queue, QueueEntry, Repository
 
 log = structlog.get_logger(__name__)
 
@@ -45,140 +34,16 @@ _LEFT_WITHIN = timedelta(minutes=30)
 # A check run whose milestone is unchanged is sent again at most this often.
 MINOR_CHANGE_SECONDS = 120.0
 
-# Why a PR left or waits, in the words its author reads.
-REASONS: Mapping[StateReason, str] = {
-    StateReason.CANCELED_BY_USER: "it was cancelled",
-    StateReason.PUSHED_TO: "the pull request was pushed to while it was queued; queue it again",
-    StateReason.PR_CLOSED: "the pull request was closed",
-    StateReason.TESTS_FAILED: "its tests failed",
-    StateReason.TEST_RUN_TIMEOUT: "its tests did not finish in time",
-    StateReason.MERGE_CONFLICT: "it does not merge cleanly onto the branch and the PRs ahead",
-    StateReason.NO_REQUIRED_STATUSES: "the queue requires no status check, so nothing tests it",
-    StateReason.MERGE_REFUSED: "its tested change no longer applies to the branch",
-    StateReason.PUSH_REJECTED: "GitHub refused the merge (a branch rule, or the App's rights)",
-    StateReason.TEST_RUN_FAILED_BY_OPTIMIZATION: "a test of the same change failed already",
-    StateReason.PREDECESSOR_CHANGED: "a PR ahead of it left the queue; it is tested again",
-    StateReason.TARGET_BRANCH_MOVED: "the branch moved; it is tested again on the new tip",
-    StateReason.PREEMPTED: "an urgent PR went ahead of it; it is tested again after it",
-    StateReason.CI_LOST: "the CI run was lost; it is tested again",
-    StateReason.NOT_READY: "it is not ready: it must be open, mergeable and based on the branch",
-}
 
-
-@dataclass(frozen=True, slots=True)
-class Facts:
-    """What the view of one PR is rendered from."""
-
-    entry: QueueEntry
-    position: int | None  # 1-based place among the PRs in the queue; None when not in it
-    queued: int  # how many PRs are in the queue
-    run: TestRun | None  # the open run that tests it, if any
-    statuses: Mapping[str, CommitStatus]  # the run's statuses by context
-    required: tuple[str, ...]  # the contexts the run waits for
-    merged_sha: str | None
-    now: datetime
-
-
-def render(facts: Facts) -> CheckRunView:
-    """The check run of one PR (its comment says the same, as Markdown)."""
-    entry = facts.entry
-    reason = REASONS.get(entry.state_reason, entry.state_reason.value.replace("_", " "))
-    details = _details_url(facts)
-    match entry.state:
-        case PrState.NOT_READY:
-            return CheckRunView("queued", "Waiting to enter the queue", f"Not yet: {reason}.")
-        case PrState.PENDING:
-            title = f"Queued: position {facts.position} of {facts.queued}"
-            if facts.position is None:
-                title = "Queued"
-            summary = f"Waiting for a testing slot on `{entry.base_branch}`."
-            if entry.state_reason not in (StateReason.SUBMITTED, StateReason.READY):
-                summary += f" Back in line because {reason}."
-            return CheckRunView("queued", title, summary)
-        case PrState.TESTING:
-            return CheckRunView(
-                "in_progress",
-                _testing_title(facts),
-                _testing_summary(facts),
-                details_url=details,
-            )
-        case PrState.TESTS_PASSED:
-            return CheckRunView(
-                "in_progress",
-                "Tests passed; merging after the PRs ahead",
-                _testing_summary(facts),
-                details_url=details,
-            )
-        case PrState.PENDING_FAILURE:
-            return CheckRunView(
-                "in_progress",
-                "A test failed; waiting to learn which PR broke it",
-                "The PRs ahead of this one are still being tested; it fails only if they pass.",
-                details_url=details,
-            )
-        case PrState.MERGED:
-            sha = facts.merged_sha
-            title = f"Merged as {sha[:12]}" if sha else "Merged"
-            summary = f"Merged into `{entry.base_branch}`" + (f" as commit {sha}." if sha else ".")
-            return CheckRunView("completed", title, summary, conclusion="success")
-        case PrState.FAILED:
-            summary = f"Removed from the queue because {reason}."
-            if facts.run is not None and facts.run.kind is TestRunKind.BISECTION:
-                summary += " Bisection of the batch found this PR to be the one that fails."
-            return CheckRunView(
-                "completed",
-                f"Failed: {reason}",
-                summary,
-                conclusion="failure",
-                details_url=details,
-            )
-        case PrState.CANCELLED:
-            return CheckRunView(
-                "completed",
-                f"Cancelled: {reason}",
-                f"Left the queue because {reason}.",
-                conclusion="cancelled",
-            )
-        case _:
-            assert_never(entry.state)
-
-
-def _testing_title(facts: Facts) -> str:
-    run = facts.run
-    if run is None:
-        return "Testing"
-    return f"Testing in run {run.id}" + (
-        " (bisection)" if run.kind is TestRunKind.BISECTION else ""
+def check_view(explanation: Explanation) -> CheckRunView:
+    """The check run that shows an explanation."""
+    return CheckRunView(
+        status=explanation.progress,
+        title=explanation.title,
+        summary=explanation.summary,
+        conclusion=explanation.verdict,
+        details_url=explanation.details_url,
     )
-
-
-def _testing_summary(facts: Facts) -> str:
-    run = facts.run
-    if run is None:
-        return "Testing on top of the predicted branch."
-    lines = [f"Testing on `{run.branch}`, on top of {run.base_sha[:12]}."]
-    for context in facts.required:
-        status = facts.statuses.get(context)
-        since = run.started_at or run.created_at
-        if status is None:
-            lines.append(f"- waiting on `{context}`: not reported since {_clock(since)}")
-        elif status.state is CommitState.PENDING:
-            lines.append(f"- waiting on `{context}`: running since {_clock(status.updated_at)}")
-        else:
-            lines.append(f"- `{context}`: {status.state.value}")
-    return "\n".join(lines)
-
-
-def _details_url(facts: Facts) -> str | None:
-    for context in facts.required:
-        status = facts.statuses.get(context)
-        if status is not None and status.target_url and status.target_url.startswith("http"):
-            return status.target_url
-    return None
-
-
-def _clock(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
 def comment_body(view: CheckRunView, number: int) -> str:
@@ -187,13 +52,6 @@ def comment_body(view: CheckRunView, number: int) -> str:
     if view.details_url:
         body += f"\n\n[CI run]({view.details_url})"
     return body
-
-
-def milestone(facts: Facts) -> Facts:
-    """The facts without what changes between milestones (place in line, checks' progress):
-    what the comment is rendered from.
-    """
-    return replace(facts, position=None, statuses={}, required=())
 
 
 def digest(view: CheckRunView, head_sha: str) -> str:
@@ -222,14 +80,14 @@ class GithubFeedbackPublisher:
                 config.status_check_enabled or config.comments_enabled
             ):
                 return
-            facts = self._facts(uow, queue, repository, now)
+            facts = queue_facts(uow, queue, repository, now, left_within=_LEFT_WITHIN)
             shown = {
                 fact.entry.number: uow.github_feedback.get(repository.id, fact.entry.number)
                 for fact in facts
             }
         for fact in facts:
             known = shown[fact.entry.number] or GithubFeedback(repository.id, fact.entry.number)
-            view, brief = render(fact), render(milestone(fact))
+            view, brief = check_view(render(fact)), check_view(render(milestone(fact)))
             head = fact.entry.head_sha
             if known.shown == digest(view, head):
                 continue
@@ -238,53 +96,6 @@ class GithubFeedbackPublisher:
             if minor and since is not None and since < MINOR_CHANGE_SECONDS:
                 continue  # only the place in line or a check's progress moved: later
             self._show(repository, queue, fact.entry, (view, brief), known, now=now)
-
-    def _facts(
-        self, uow: UnitOfWork, queue: Queue, repository: Repository, now: datetime
-    ) -> list[Facts]:
-        live = list(live_entries(uow, queue.id))
-        runs = list(uow.test_runs.list_open(queue.id))
-        holding = frozenset(entry_id for run in runs for entry_id in run.members)
-        order = [entry.id for entry in queue_order(live, holding=holding)]
-        # The last run of each PR that changed lately: a PR that left names the run that
-        # decided it (its CI link, a bisection's verdict).
-        last_run: dict[PullRequestId, TestRunId] = {}
-        for change in uow.history.list_since([queue.id], now - _LEFT_WITHIN):
-            if change.test_run_id is not None:
-                last_run[change.pull_request_id] = change.test_run_id
-            else:
-                last_run.setdefault(change.pull_request_id, TestRunId(""))
-        known = {entry.id for entry in live}
-        left = [
-            entry
-            for entry in (uow.entries.get(entry_id) for entry_id in last_run.keys() - known)
-            if entry.state.is_terminal and entry.state_changed_at >= now - _LEFT_WITHIN
-        ]
-        facts = []
-        for entry in (*live, *left):
-            run = _run_of(entry, runs)
-            if run is None and entry.state.is_terminal and last_run.get(entry.id):
-                run = uow.test_runs.get(queue.id, last_run[entry.id])
-            statuses: dict[str, CommitStatus] = {}
-            if run is not None and run.sha is not None:
-                statuses = {
-                    status.context: status
-                    for status in uow.statuses.list_for_sha(repository.id, run.sha)
-                }
-            stored = uow.github_feedback.get(repository.id, entry.number)
-            facts.append(
-                Facts(
-                    entry=entry,
-                    position=order.index(entry.id) + 1 if entry.id in order else None,
-                    queued=len(order),
-                    run=run,
-                    statuses=statuses,
-                    required=run.required_statuses if run is not None else (),
-                    merged_sha=stored.merged_sha if stored else None,
-                    now=now,
-                )
-            )
-        return facts
 
     def _show(
         self,
@@ -351,12 +162,4 @@ class GithubFeedbackPublisher:
             uow.commit()
 
 
-def _run_of(entry: QueueEntry, runs: Sequence[TestRun]) -> TestRun | None:
-    """The newest open run that tests `entry` (or, failing that, holds it as a dependent)."""
-    testing = [run for run in runs if entry.id in run.tested_prs]
-    holding = [run for run in runs if entry.id in run.members]
-    chosen = testing or holding
-    return max(chosen, key=lambda run: run.created_at) if chosen else None
-
-
-__all__ = ["Facts", "GithubFeedbackPublisher", "comment_body", "render"]
+__all__ = ["GithubFeedbackPublisher", "check_view", "comment_body", "digest"]

@@ -146,10 +146,8 @@ def get_submitted_pull_request(
     body: PrRequest, org: Org, services: Services
 ) -> SubmittedPullRequest:
     """A pull request submitted to the queue, with its state, priority and readiness."""
-    entry, incidents = services.pull_requests.get_with_incidents(
-        target_of(org, body), body.pr.number
-    )
-    return submitted(entry, incidents)
+    explained = services.pull_requests.get_explained(target_of(org, body), body.pr.number)
+    return submitted(explained.entry, explained.incidents, explanation=explained.explanation)
 
 
 @router.post(
