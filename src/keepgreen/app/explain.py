@@ -253,10 +253,10 @@ def entry_facts(
     if entry.state.is_terminal:
         changes = uow.history.list_for_entry(entry.id)
         decided_by = next((c.test_run_id for c in reversed(changes) if c.test_run_id), None)
-    else:
+    elif entry.state is PrState.PENDING:
+        # Only a waiting PR shows its place in line, which needs the whole queue's order.
         holding = frozenset(entry_id for run in runs for entry_id in run.members)
-        live = live_entries(uow, queue.id)
-        order = [each.id for each in queue_order(live, holding=holding)]
+        order = [each.id for each in queue_order(uow.entries.placed(queue.id), holding=holding)]
     return _facts_of(uow, repository, entry, runs=runs, order=order, decided_by=decided_by, now=now)
 
 

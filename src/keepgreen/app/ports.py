@@ -40,6 +40,7 @@ from keepgreen.core.model import (
     StateChange,
     TestRun,
 )
+from keepgreen.core.ordering import Placed
 from keepgreen.core.scheduler import Effect
 
 
@@ -348,6 +349,10 @@ class EntryRepository(Protocol):
     def list_for_queues(
         self, queue_ids: Sequence[QueueId], *, states: frozenset[PrState] | None = None
     ) -> Sequence[QueueEntry]: ...
+    def placed(self, queue_id: QueueId) -> Sequence[Placed]:
+        """The queue's live entries, only what orders them (a cheap read)."""
+        ...
+
     def page(
         self,
         queue_id: QueueId,

@@ -10,21 +10,50 @@ admission). `not_ready` and terminal entries are not in the queue.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
+from keepgreen.core.enums import PrState
 from keepgreen.core.ids import PullRequestId
-from keepgreen.core.model import QueueEntry
+from keepgreen.core.priority import Priority
+
+
+class Orderable(Protocol):
+    """What decides a PR's place: a whole entry has it, and so does a `Placed`."""
+
+    @property
+    def id(self) -> PullRequestId: ...
+    @property
+    def state(self) -> PrState: ...
+    @property
+    def priority(self) -> Priority: ...
+    @property
+    def position(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """An entry reduced to what orders it (read cheaply, for a place in line)."""
+
+    id: PullRequestId
+    state: PrState
+    priority: Priority
+    position: int
+
+
+T = TypeVar("T", bound=Orderable)
 
 
 def queue_order(
-    entries: Iterable[QueueEntry], *, holding: frozenset[PullRequestId] = frozenset()
-) -> tuple[QueueEntry, ...]:
+    entries: Iterable[T], *, holding: frozenset[PullRequestId] = frozenset()
+) -> tuple[T, ...]:
     """The admitted entries of one queue, front of the queue first.
 
     `holding` names pending entries that a run already holds; they order as started ones.
     """
     admitted = [entry for entry in entries if entry.state.is_admitted]
 
-    def is_started(entry: QueueEntry) -> bool:
+    def is_started(entry: T) -> bool:
         return entry.state.is_started or entry.id in holding
 
     urgent = sorted(

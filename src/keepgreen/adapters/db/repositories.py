@@ -78,6 +78,8 @@ from keepgreen.core.model import (
     StateChange,
     TestRun,
 )
+from keepgreen.core.ordering import Placed
+from keepgreen.core.priority import Priority
 from keepgreen.core.scheduler import Effect
 
 
@@ -390,6 +392,22 @@ class SqlEntries:
             query = query.where(QueueEntryRow.state.in_([s.value for s in states]))
         rows = self._session.scalars(query.order_by(QueueEntryRow.position, QueueEntryRow.id))
         return [entry_from_row(row) for row in rows]
+
+    def placed(self, queue_id: QueueId) -> Sequence[Placed]:
+        terminal = [state.value for state in PrState if state.is_terminal]
+        rows = self._session.execute(
+            select(
+                QueueEntryRow.id,
+                QueueEntryRow.state,
+                QueueEntryRow.priority_value,
+                QueueEntryRow.priority_name,
+                QueueEntryRow.position,
+            ).where(QueueEntryRow.queue_id == queue_id, QueueEntryRow.state.not_in(terminal))
+        )
+        return [
+            Placed(PullRequestId(id_), PrState(state), Priority(value, name), position)
+            for id_, state, value, name, position in rows
+        ]
 
     def page(
         self,
