@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -26,6 +25,9 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' CGI runner
+from tests.support.http_backend import http_backend
 
 START_TIMEOUT_SECONDS = 10.0
 KINDS = ("fetch", "push", "other")
@@ -111,33 +113,16 @@ def make_handler(
         def _backend(
             self, path: str, query: str, body: bytes
         ) -> tuple[int, list[tuple[str, str]], bytes]:
-            env = {
-                "PATH": os.environ["PATH"],
-                "GIT_PROJECT_ROOT": str(root),
-                "GIT_HTTP_EXPORT_ALL": "1",
-                "GIT_CONFIG_NOSYSTEM": "1",
-                "HOME": str(root),
-                "REQUEST_METHOD": self.command,
-                "PATH_INFO": path,
-                "QUERY_STRING": query,
-                "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-                "CONTENT_LENGTH": str(len(body)),
-                "REMOTE_USER": "bench",  # http-backend accepts pushes from a known user only
-                "REMOTE_ADDR": "127.0.0.1",
-                "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
-                "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
-            }
-            result = subprocess.run(
-                ["git", "http-backend"], input=body, capture_output=True, env=env, check=False
+            answer = http_backend(
+                root,
+                method=self.command,
+                path=path,
+                query=query,
+                headers=self.headers,
+                body=body,
+                user="bench",  # http-backend accepts pushes from a known user only
             )
-            head, _, payload = result.stdout.partition(b"\r\n\r\n")
-            status, headers = 200, []
-            for line in head.decode("latin-1").split("\r\n"):
-                name, _, value = line.partition(":")
-                if name.lower() == "status":
-                    status = int(value.split()[0])
-                elif name:
-                    headers.append((name, value.strip()))
+            status, headers, payload = answer.status, answer.headers, answer.body
             return status, headers, payload
 
         def _reply(self, status: int, headers: list[tuple[str, str]], payload: bytes) -> int:

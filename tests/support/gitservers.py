@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.support.http_backend import http_backend
 from tests.support.processes import all_command_lines, all_environments, child_processes
 
 START_TIMEOUT_SECONDS = 10.0
@@ -156,33 +157,16 @@ def http_git_server(
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
             parts = urlsplit(self.path)
-            env = {
-                "PATH": os.environ["PATH"],
-                "GIT_PROJECT_ROOT": str(base),
-                "GIT_HTTP_EXPORT_ALL": "1",
-                "GIT_CONFIG_NOSYSTEM": "1",
-                "HOME": str(base),
-                "REQUEST_METHOD": self.command,
-                "PATH_INFO": parts.path,
-                "QUERY_STRING": parts.query,
-                "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-                "CONTENT_LENGTH": str(len(body)),
-                "REMOTE_USER": user,
-                "REMOTE_ADDR": "127.0.0.1",
-                "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
-                "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
-            }
-            result = subprocess.run(
-                ["git", "http-backend"], input=body, capture_output=True, env=env, check=False
+            answer = http_backend(
+                base,
+                method=self.command,
+                path=parts.path,
+                query=parts.query,
+                headers=self.headers,
+                body=body,
+                user=user,
             )
-            head, _, payload = result.stdout.partition(b"\r\n\r\n")
-            status, headers = 200, []
-            for line in head.decode("latin-1").split("\r\n"):
-                name, _, value = line.partition(":")
-                if name.lower() == "status":
-                    status = int(value.split()[0])
-                elif name:
-                    headers.append((name, value.strip()))
+            status, headers, payload = answer.status, answer.headers, answer.body
             self.send_response(status)
             for name, value in headers:
                 self.send_header(name, value)

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import subprocess
 import threading
 import time
 import uuid
@@ -20,6 +18,7 @@ import jwt
 
 from tests.support.fake_github.rest import Answer, Call, NotFound
 from tests.support.fake_github.state import RecordedRequest
+from tests.support.http_backend import http_backend
 
 if TYPE_CHECKING:
     from tests.support.fake_github.fake import FakeGithub
@@ -241,33 +240,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        env = {
-            "PATH": os.environ["PATH"],
-            "GIT_PROJECT_ROOT": str(fake.git_root),
-            "GIT_HTTP_EXPORT_ALL": "1",
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "HOME": str(fake.git_root),
-            "REQUEST_METHOD": self.command,
-            "PATH_INFO": path,
-            "QUERY_STRING": query,
-            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-            "CONTENT_LENGTH": str(len(body)),
-            "REMOTE_USER": "x-access-token",  # lets http-backend accept pushes
-            "REMOTE_ADDR": "127.0.0.1",
-            "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
-            "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
-        }
-        result = subprocess.run(
-            ["git", "http-backend"], input=body, capture_output=True, env=env, check=False
+        answer = http_backend(
+            fake.git_root,
+            method=self.command,
+            path=path,
+            query=query,
+            headers=self.headers,
+            body=body,
+            user="x-access-token",  # lets http-backend accept pushes
         )
-        head, _, payload = result.stdout.partition(b"\r\n\r\n")
-        status, headers = 200, []
-        for line in head.decode("latin-1").split("\r\n"):
-            name, _, value = line.partition(":")
-            if name.lower() == "status":
-                status = int(value.split()[0])
-            elif name:
-                headers.append((name, value.strip()))
+        status, headers, payload = answer.status, answer.headers, answer.body
         with fake.lock:
             self._record(GIT_PREFIX + path, status, None, None)
         self.send_response(status)
