@@ -1,0 +1,102 @@
+"""Admission: PRs entering and leaving the queue by the user's hand, `not_ready` -> `pending`,
+and the end of a mode switch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from keepgreen.core.enums import (
+    PrState,
+    QueueMode,
+    QueueState,
+    StateReason,
+)
+from keepgreen.core.model import QueueEntry, StateChange
+from keepgreen.core.scheduler.effects import (
+    Land,
+)
+from keepgreen.core.scheduler.working import Working
+
+
+class Admission(Working):
+    """Submit, cancel, restart, admit."""
+
+    def submit(self, entry: QueueEntry, *, new_episode: bool, previous: PrState | None) -> None:
+        live = self.entries.get(entry.id)
+        if not new_episode:
+            if live is not None:
+                # Submitting a live entry again only updates its options.
+                self.entries[entry.id] = replace(
+                    live, priority=entry.priority, no_batch=entry.no_batch
+                )
+                self.changed = True
+            return
+        self.entries[entry.id] = replace(
+            entry,
+            state=PrState.NOT_READY,
+            state_reason=StateReason.SUBMITTED,
+            state_changed_at=self.now,
+            verified_by_test_run=None,
+        )
+        self.changes.append(
+            StateChange(
+                entry.id,
+                entry.queue_id,
+                previous,
+                PrState.NOT_READY,
+                StateReason.SUBMITTED,
+                self.now,
+            )
+        )
+        self.changed = True
+
+    def cancel(self, number: int, reason: StateReason) -> None:
+        entry = self.entry_by_number(number)
+        if entry is None:
+            return
+        if any(isinstance(e, Land) and e.number == number for e in self.in_flight):
+            # Its landing is under way; the result decides (a landed PR stays merged).
+            return
+        self.move(entry, PrState.CANCELLED, reason)
+
+    def restart(self, number: int) -> None:
+        entry = self.entry_by_number(number)
+        if entry is None or not entry.state.is_started:
+            return
+        run = self.current_run(entry.id)
+        if run is not None:
+            self.invalidate(run, StateReason.RESTART_REQUESTED)
+        entry = self.entries[entry.id]
+        if entry.state is not PrState.PENDING or entry.verified_by_test_run is not None:
+            self.move(entry, PrState.PENDING, StateReason.RESTART_REQUESTED)
+
+    def admit(self) -> None:
+        """`not_ready` -> `pending` when ready and the queue is running."""
+        if self.queue.state is not QueueState.RUNNING:
+            return
+        needs_targets = self.queue.mode is QueueMode.PARALLEL
+        for entry in list(self.entries.values()):
+            if entry.state is not PrState.NOT_READY:
+                continue
+            readiness = replace(
+                entry.readiness,
+                requires_impacted_targets=needs_targets,
+                has_impacted_targets=entry.id in self.targets,
+            )
+            updated = replace(entry, readiness=readiness)
+            self.entries[entry.id] = updated
+            if readiness.is_ready:
+                self.move(updated, PrState.PENDING, StateReason.READY)
+
+    def finish_mode_switch(self) -> None:
+        """`switching_modes` ends, in the new mode, once the queue has emptied."""
+        if self.queue.state is not QueueState.SWITCHING_MODES:
+            return
+        if any(e.state.is_admitted for e in self.entries.values()) or self.runs:
+            return
+        mode = self.queue.pending_mode or self.queue.mode
+        self.queue = replace(
+            self.queue, state=QueueState.RUNNING, mode=mode, pending_mode=None, updated_at=self.now
+        )
+        self.changed = True
