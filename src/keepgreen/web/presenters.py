@@ -46,6 +46,12 @@ def queue_config(queue: Queue) -> QueueConfigOut:
         directMergeMode=config.direct_merge_mode,
         optimizationMode=config.optimization_mode,
         mergeMethod=config.merge_method,
+        checkStartTimeoutMinutes=config.check_start_timeout_minutes,
+        adaptiveTestingTimeout=config.adaptive_testing_timeout,
+        stallMinutes=config.stall_minutes,
+        acceptSkippedChecks=config.accept_skipped_checks,
+        maxRetries=config.max_retries,
+        flakyFailures=config.flaky_failures,
     )
 
 

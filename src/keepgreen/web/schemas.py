@@ -22,6 +22,7 @@ from pydantic import (
 from keepgreen.core.enums import (
     CommitState,
     DirectMergeMode,
+    FlakyFailures,
     IncidentKind,
     Mergeability,
     MergeMethod,
@@ -49,6 +50,7 @@ from keepgreen.web.wire import (
     PlainName,
     PositivePrNumber,
     PrNumber,
+    Retries,
     Sha,
     Take,
     refuse_lone_surrogates,
@@ -209,6 +211,13 @@ class UpdateQueueRequest(QueueRequest):
     mergeMethod: Annotated[MergeMethod, AnyCase] | None = None
     requiredStatuses: RequiredStatuses | None = None
     deleteRequiredStatuses: Flag | None = None
+    # keepgreen's own settings (not in the interface).
+    checkStartTimeoutMinutes: Minutes | None = None
+    adaptiveTestingTimeout: Flag | None = None
+    stallMinutes: Minutes | None = None
+    acceptSkippedChecks: Flag | None = None
+    maxRetries: Retries | None = None
+    flakyFailures: Annotated[FlakyFailures, AnyCase] | None = None
 
 
 class ListPullRequestsRequest(QueueRequest):
@@ -288,6 +297,13 @@ class QueueConfigOut(Response):
     directMergeMode: DirectMergeMode
     optimizationMode: OptimizationMode
     mergeMethod: MergeMethod
+    # keepgreen's own settings (not in the interface).
+    checkStartTimeoutMinutes: int
+    adaptiveTestingTimeout: bool
+    stallMinutes: int
+    acceptSkippedChecks: bool
+    maxRetries: int
+    flakyFailures: FlakyFailures
 
 
 class IncidentOut(Response):
