@@ -109,6 +109,8 @@ class Working:
         self.changes.append(
             StateChange(entry.id, entry.queue_id, entry.state, state, reason, self.now, run_id)
         )
+        if state is PrState.MERGED:
+            self.progressed()
         if state.is_terminal:
             del self.entries[entry.id]
             self.departed[entry.id] = updated
@@ -120,6 +122,14 @@ class Working:
     def put_run(self, run: TestRun) -> None:
         self.runs[run.id] = run
         self.changed = True
+        if run.status is TestRunStatus.IN_PROGRESS and run.started_at == self.now:
+            self.progressed()
+
+    def progressed(self) -> None:
+        """The queue moved on (a run started, a PR merged): it is not stalled."""
+        if self.queue.stats.last_progress_at != self.now:
+            stats = replace(self.queue.stats, last_progress_at=self.now)
+            self.queue = replace(self.queue, stats=stats)
 
     def close_run(self, run: TestRun, status: TestRunStatus | None = None) -> None:
         """Close a run: it stops counting, its CI stops and its branch is deleted."""
