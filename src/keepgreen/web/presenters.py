@@ -164,4 +164,9 @@ def testing_details(details: TestRunDetails) -> TestingDetails:
 
 
 def _upper(state: CommitState) -> str:
+    """The interface's status states are GitHub's (ERROR, FAILURE, PENDING, SUCCESS): a check
+    that concluded skipped or neutral is shown as GitHub shows it, a success.
+    """
+    if state in (CommitState.SKIPPED, CommitState.NEUTRAL):
+        return "SUCCESS"
     return state.value.upper()
