@@ -242,13 +242,19 @@ def test_all_uploads_of_the_commit_count_and_names_are_sorted_and_capped(queued:
     queued.run()
     names = [f"test_{number:03d}" for number in range(MAX_NAMES + 5)]
     queued.upload(*[failed(name) for name in reversed(names[:10])])
-    queued.upload(*[failed(name) for name in names[10:]], failed("same", classname="same"))
+    queued.upload(
+        *[failed(name) for name in names[10:]],
+        failed("same", classname="same"),
+        failed("Cart adds an item", classname="adds an item"),
+    )
 
     (failures,) = queued.failures().values()
 
     assert failures.flaky == ()
-    # Sorted, cut at the cap; a Jest-style class that repeats the name is not repeated.
-    assert failures.other == tuple(sorted(["same", *(f"c.{name}" for name in names)]))[:MAX_NAMES]
+    # Sorted, cut at the cap; a JavaScript-style class already in the name is not repeated.
+    expected = ["same", "Cart adds an item", *(f"c.{name}" for name in names)]
+    assert failures.other == tuple(sorted(expected))[:MAX_NAMES]
+    assert failures.other[:2] == ("Cart adds an item", "c.test_000")
 
 
 def test_another_repositorys_upload_of_the_same_commit_does_not_count(

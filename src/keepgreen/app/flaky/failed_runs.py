@@ -77,10 +77,12 @@ def split(tests: Iterable[FailedOnCommit], settings: FlakySettings) -> TestFailu
 
 def display_name(test: FailedOnCommit) -> str:
     """The test as people read it in a report: its name qualified by its class (as JUnit
-    viewers print it), or the name alone when the class adds nothing (Jest-style reports
-    repeat the name as the class).
+    viewers print it), or the name alone when the class adds nothing (JavaScript reporters
+    put the full title in the name and all or part of it in the class).
     """
-    classname = test.classname
-    if not classname or classname == test.name or test.name.startswith(classname):
-        return test.name
-    return f"{classname}.{test.name}"
+    name, classname = test.name, test.classname
+    if not classname or classname == name:
+        return name
+    if name.startswith(f"{classname} ") or name.endswith(f" {classname}"):
+        return name
+    return f"{classname}.{name}"
