@@ -330,6 +330,7 @@ EVERY_OPTION = (
     "--required-status", "ci/build", "--required-status", "lint",
     "--check-start-timeout-minutes", "12", "--adaptive-testing-timeout", "--stall-minutes", "20",
     "--accept-skipped-checks", "--max-retries", "2", "--flaky-failures", "pass",
+    "--bisect-in-line", "--adaptive-batch-size", "--adaptive-depth",
 )  # fmt: skip
 
 
@@ -360,6 +361,9 @@ def test_queue_update_sets_every_option_given(cli: Cli, queued: GitRepo) -> None
         "acceptSkippedChecks": True,
         "maxRetries": 2,
         "flakyFailures": "pass",
+        "bisectBesideQueue": False,
+        "adaptiveBatchSize": True,
+        "adaptiveDepth": True,
         # Not settable from the CLI; they keep their defaults.
         "createPrsForTestingBranches": False,
         "commentsEnabled": False,

@@ -9,9 +9,11 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from keepgreen.core.enums import FlakyFailures, PrState, StateReason
 from keepgreen.core.ids import PullRequestId
-from keepgreen.core.model import QueueConfig, StateChange
+from keepgreen.core.model import STATS_DECAY, QueueConfig, StateChange
 from keepgreen.core.scheduler import BuildTestCommit, Policy
 from keepgreen.core.scheduler.effects import Effect
 from keepgreen.simulation.world import SimulatedWorld
@@ -90,7 +92,7 @@ def test_a_check_that_never_started_is_retried_while_retries_remain() -> None:
     assert sim.states() == {1: MERGED}
     assert built == [(1,), (1,)]
     retried = next(c for c in history(sim, 1) if c.reason is StateReason.RETRYING)
-    assert retried.detail == "attempt 2 of 2: check never started (ci)"
+    assert retried.detail == "attempt 2 of 2, beside the queue: check never started (ci)"
 
 
 # -- no vacuous green ----------------------------------------------------------------------------
@@ -135,7 +137,10 @@ def test_a_queue_without_required_checks_passes_nothing() -> None:
 # -- retries -------------------------------------------------------------------------------------
 
 
-def test_a_spurious_failure_is_retried_alone_and_the_pr_merges() -> None:
+def test_a_spurious_failure_is_retried_beside_the_queue_and_the_pr_merges() -> None:
+    """maxRetries 1: PR 1's run fails by chance. It is set aside and tested again alone beside
+    the queue; that run passes on the current tip with nothing ahead, so it lands as tested.
+    """
     sim, built = world(max_retries=1)
     sim.fail_once = {1}
     sim.submit(1)
@@ -143,10 +148,21 @@ def test_a_spurious_failure_is_retried_alone_and_the_pr_merges() -> None:
 
     assert sim.states() == {1: MERGED}
     assert built == [(1,), (1,)]
-    reasons = [(c.to_state, c.reason) for c in history(sim, 1)]
-    assert (PrState.PENDING_FAILURE, StateReason.TESTS_FAILED) in reasons
-    assert (PrState.TESTING, StateReason.RETRYING) in reasons
+    retried = next(c for c in history(sim, 1) if c.reason is StateReason.RETRYING)
+    assert retried.detail == "attempt 2 of 2, beside the queue: tests failed"
     assert sim.state.queue.stats.refuted == 1  # the retry showed the failure was spurious
+
+
+def test_a_spurious_failure_is_retried_in_line_when_bisecting_in_line() -> None:
+    sim, built = world(max_retries=1, bisect_beside_queue=False)
+    sim.fail_once = {1}
+    sim.submit(1)
+    sim.settle()
+
+    assert sim.states() == {1: MERGED}
+    assert built == [(1,), (1,)]
+    reasons = [(c.to_state, c.reason, c.detail) for c in history(sim, 1)]
+    assert (PrState.TESTING, StateReason.RETRYING, "attempt 2 of 2: tests failed") in reasons
 
 
 def test_without_retries_the_same_failure_fails_the_pr() -> None:
@@ -169,21 +185,23 @@ def test_a_bad_pr_fails_after_its_retries_and_the_pr_behind_it_merges() -> None:
     assert sim.states() == {1: FAILED, 2: MERGED}
     assert built.count((1,)) == 3  # the run and two retries
     assert sim.main == {2}
-    assert sim.state.queue.stats.confirmed == 1
+    # Both retries failed: two judgments that the failure was real (the older one decayed).
+    assert sim.state.queue.stats.confirmed == pytest.approx(1 + STATS_DECAY)
 
 
 def test_retries_stop_when_the_queues_failures_are_real() -> None:
-    """Every failure in this queue is real: after a few retries that all failed, the queue's
-    estimate of spurious failures falls and a failed run is no longer retried.
+    """Every failure in this queue is real: after a few retries that all failed again, the
+    queue's estimate of spurious failures falls and a failed run is no longer retried.
     """
     sim, built = world(max_retries=1)
-    sim.bad = {1, 2, 3, 4, 5}
-    for number in range(1, 6):
+    numbers = range(1, 16)
+    sim.bad = set(numbers)
+    for number in numbers:
         sim.submit(number)
     sim.settle()
 
     assert set(sim.states().values()) == {FAILED}
-    runs_per_pr = [built.count((n,)) for n in range(1, 6)]
+    runs_per_pr = [built.count((n,)) for n in numbers]
     assert runs_per_pr[0] == 2  # no record yet: a retry pays
     assert runs_per_pr[-1] == 1  # the record says failures here are real
     assert runs_per_pr == sorted(runs_per_pr, reverse=True)

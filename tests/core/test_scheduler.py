@@ -183,7 +183,7 @@ def test_a_failed_batch_is_bisected_and_the_good_prs_merge() -> None:
     """A batch of four in which PR 3 is bad fails; it is split in halves (1+2, and 3+4 tested on
     top of 1+2), then 3+4 in halves again, until 3 alone is found guilty. 1, 2 and 4 merge.
     """
-    sim, watch = world(batch=True, batching_min_size=4)
+    sim, watch = world(batch=True, batching_min_size=4, bisect_beside_queue=False)
     sim.bad = {3}
     submit(sim, 1, 2, 3, 4)
     sim.settle()
@@ -208,10 +208,11 @@ def test_bisection_skips_a_set_that_already_failed() -> None:
     """With `bisection_skip_redundant_tests`, 3+4 on top of 1+2 is the very batch that failed:
     it is not tested again but split at once, which saves a run.
     """
-    plain, plain_watch = world(batch=True, batching_min_size=4)
+    plain, plain_watch = world(batch=True, batching_min_size=4, bisect_beside_queue=False)
     skipping, watch = world(
         batch=True,
         batching_min_size=4,
+        bisect_beside_queue=False,
         optimization_mode=OptimizationMode.BISECTION_SKIP_REDUNDANT_TESTS,
     )
     for sim in (plain, skipping):
@@ -236,6 +237,7 @@ def test_bisection_fails_a_lone_pr_whose_failure_is_already_known() -> None:
         batch=True,
         batching_min_size=2,
         optimization_mode=OptimizationMode.BISECTION_SKIP_REDUNDANT_TESTS,
+        bisect_beside_queue=False,
     )
     sim.bad = {2}
     submit(sim, 1, 2)

@@ -11,7 +11,8 @@ what a merge queue promises:
   on top of has landed before it;
 * a PR lands at most once, only while it is in the queue, and a bad PR never lands;
 * order within a lane: of two PRs in the same lane with the same (non-urgent) priority, the one
-  submitted first lands first (priorities and urgent PRs are the only reorderings);
+  submitted first lands first (priorities, urgent PRs and PRs cleared beside the queue, which
+  rejoin the line behind the PRs in flight, are the only reorderings);
 * at most `concurrency` main runs and `bisectionConcurrency` bisection runs are in progress, and
   at most one open run tests any entry;
 
@@ -152,6 +153,7 @@ configs = st.builds(
     accept_skipped_checks=st.booleans(),
     max_retries=st.integers(0, 2),
     flaky_failures=st.sampled_from(list(FlakyFailures)),
+    bisect_beside_queue=st.booleans(),
 )
 
 
@@ -381,6 +383,8 @@ class MergeQueueMachine(RuleBasedStateMachine):
             return False
         if b.priority.skips_the_line:
             return False
+        if self.rejoined(first) or self.rejoined(second):
+            return False
         mode = self.world.admitted.get(second)
         if mode is None or self.world.admitted.get(first) is not mode:
             return False
@@ -429,6 +433,13 @@ class MergeQueueMachine(RuleBasedStateMachine):
                 assert state is PrState.MERGED, (
                     f"good PR {number} ended {state}: {self.story(number)}"
                 )
+
+    def rejoined(self, number: int) -> bool:
+        """Set aside beside the queue and cleared: it rejoined the line behind."""
+        return any(
+            c.pull_request_id == f"pr-{number}" and c.reason is StateReason.CLEARED_BY_ISOLATION
+            for c in self.world.history
+        )
 
     def disturbed(self, number: int) -> bool:
         """Whether a good PR may have failed without a fault of the queue: flaky PRs, a

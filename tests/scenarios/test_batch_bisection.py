@@ -11,7 +11,7 @@ def test_batch_of_four_with_one_bad_pr_is_bisected_to_it(scenario: Scenario) -> 
     and merges, 3+4 fails and is split again; 3 fails alone and is removed, 4 is tested without
     it and merges. Main gets 1, 2 and 4, each as its own commit, and never PR 3's file.
     """
-    scenario.create_queue(batch=True, batchingMinSize=4)
+    scenario.create_queue(batch=True, batchingMinSize=4, bisectBesideQueue=False)
     for number in (1, 2, 3, 4):
         scenario.pr(
             number, {f"f{number}.txt": f"{number}\n"}, title=f"Add {number}", bad=number == 3
@@ -58,6 +58,7 @@ def test_batch_with_two_bad_prs_loses_both_and_merges_the_rest(scenario: Scenari
         batchingMinSize=4,
         bisectionConcurrency=2,
         optimizationMode="bisection_skip_redundant_tests",
+        bisectBesideQueue=False,
     )
     for number in (1, 2, 3, 4):
         bad = number in (2, 3)
@@ -104,3 +105,39 @@ def test_batch_that_is_still_forming_starts_after_the_wait(scenario: Scenario) -
     }
     assert scenario.started == [((), (1, 2))]
     assert scenario.main_log() == ["Add 2 (#2)", "Add 1 (#1)", "initial commit"]
+
+
+def test_a_failed_batch_is_isolated_beside_the_queue_while_the_prs_behind_it_merge(
+    scenario: Scenario,
+) -> None:
+    """Batches of 2, two batches in flight, failed batches isolated beside the queue (the
+    default). Batch 1+2 fails because PR 2 is bad; 3+4, tested on top of it, is tested again at
+    once on main without it and merges, while 1 and 2 are each tested alone beside the queue.
+    2 fails and leaves; 1 passes, rejoins the line behind 3+4 and, alone in the queue after
+    the batching wait, is tested and merges after them.
+    """
+    scenario.create_queue(batch=True, batchingMinSize=2, concurrency=2, bisectionConcurrency=2)
+    for number in (1, 2, 3, 4):
+        scenario.pr(
+            number, {f"f{number}.txt": f"{number}\n"}, title=f"Add {number}", bad=number == 2
+        )
+        scenario.submit(number)
+
+    scenario.settle()
+    assert scenario.states()[1] == "pending"  # cleared, waiting for a batch to form
+    scenario.clock.advance(minutes=5)
+    scenario.settle()
+
+    assert scenario.final() == {
+        1: ("merged", "merged_by_queue"),
+        2: ("failed", "tests_failed"),
+        3: ("merged", "merged_by_queue"),
+        4: ("merged", "merged_by_queue"),
+    }
+    assert scenario.started[:2] == [((), (1, 2)), ((1, 2), (3, 4))]
+    # The line went on without the failed batch: 3+4 on main, and 1 and 2 alone beside it.
+    assert {((), (3, 4)), ((), (1,)), ((), (2,))} <= set(scenario.started[2:5])
+    assert scenario.main_log() == ["Add 1 (#1)", "Add 4 (#4)", "Add 3 (#3)", "initial commit"]
+    assert "f2.txt" not in scenario.main_files()
+    assert "cleared_by_isolation" in scenario.reasons(1)
+    assert scenario.test_branches() == []

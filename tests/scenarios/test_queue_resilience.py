@@ -93,9 +93,9 @@ def test_a_queue_that_accepts_skipped_checks_merges_on_them(scenario: Scenario) 
 
 
 def test_a_failed_run_is_retried_alone_and_the_pr_merges(scenario: Scenario) -> None:
-    """maxRetries 1 and PR 1's first run fails by chance: the run is tested again alone (the
-    history says which attempt and why), passes, and PR 1 merges. The queue learned that one
-    failure was spurious.
+    """maxRetries 1 and PR 1's first run fails by chance: PR 1 is tested again alone beside the
+    queue (the history says which attempt and why), passes, and merges. The queue learned that
+    one failure was spurious.
     """
     scenario.create_queue(maxRetries=1)
     scenario.flaky_once = {1}
@@ -106,7 +106,11 @@ def test_a_failed_run_is_retried_alone_and_the_pr_merges(scenario: Scenario) -> 
 
     assert scenario.final() == {1: ("merged", "merged_by_queue")}
     assert scenario.started == [((), (1,)), ((), (1,))]
-    assert ("testing", "retrying", "attempt 2 of 2: tests failed") in reasons(scenario, 1)
+    assert (
+        "pending",
+        "retrying",
+        "attempt 2 of 2, beside the queue: tests failed",
+    ) in reasons(scenario, 1)
     assert scenario.main_files() == {"README.md", "a.txt"}
     assert scenario.queue_row().stats.refuted == 1
 

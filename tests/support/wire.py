@@ -79,6 +79,9 @@ OWN_CONFIG_KEYS = {
     "acceptSkippedChecks",
     "maxRetries",
     "flakyFailures",
+    "bisectBesideQueue",
+    "adaptiveBatchSize",
+    "adaptiveDepth",
 }
 # A PR as getQueue and listPullRequests list it.
 ENQUEUED_KEYS = {

@@ -129,6 +129,9 @@ def test_create_queue_ignores_settings_it_does_not_take(api: Api) -> None:
         ("maxRetries", 2),
         ("flakyFailures", "pass"),
         ("flakyFailures", "off"),
+        ("bisectBesideQueue", False),
+        ("adaptiveBatchSize", True),
+        ("adaptiveDepth", True),
     ],
 )
 def test_update_queue_sets_a_field_and_changes_nothing_else(
@@ -584,4 +587,7 @@ def test_update_queue_own_settings_have_documented_defaults(queue: Api) -> None:
         "acceptSkippedChecks": False,
         "maxRetries": 0,
         "flakyFailures": "retry",
+        "bisectBesideQueue": True,
+        "adaptiveBatchSize": False,
+        "adaptiveDepth": False,
     }

@@ -57,6 +57,9 @@ class QueueUpdate:
     accept_skipped_checks: bool | None = None
     max_retries: int | None = None
     flaky_failures: FlakyFailures | None = None
+    bisect_beside_queue: bool | None = None
+    adaptive_batch_size: bool | None = None
+    adaptive_depth: bool | None = None
 
 
 _CONFIG_FIELDS = (
@@ -81,6 +84,9 @@ _CONFIG_FIELDS = (
     "accept_skipped_checks",
     "max_retries",
     "flaky_failures",
+    "bisect_beside_queue",
+    "adaptive_batch_size",
+    "adaptive_depth",
 )
 
 

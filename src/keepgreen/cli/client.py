@@ -332,6 +332,30 @@ def queue_update(
         FlakyFailures | None,
         typer.Option(help="A run where only known flaky tests failed: off, retry or pass."),
     ] = None,
+    bisect_beside_queue: Annotated[
+        bool | None,
+        typer.Option(
+            "--bisect-beside-queue/--bisect-in-line",
+            help="Test a failed batch's PRs alone beside the queue while the line goes on.",
+            show_default=False,
+        ),
+    ] = None,
+    adaptive_batch_size: Annotated[
+        bool | None,
+        typer.Option(
+            "--adaptive-batch-size/--fixed-batch-size",
+            help="Batch size near 1/sqrt(failure rate), at most --batching-min-size.",
+            show_default=False,
+        ),
+    ] = None,
+    adaptive_depth: Annotated[
+        bool | None,
+        typer.Option(
+            "--adaptive-depth/--fixed-depth",
+            help="Runs in flight: +1 per pass, halved per failure, at most --concurrency.",
+            show_default=False,
+        ),
+    ] = None,
     url: UrlOption = None,
     token: TokenOption = None,
     json_output: JsonOption = False,
@@ -360,6 +384,9 @@ def queue_update(
         ("acceptSkippedChecks", accept_skipped_checks),
         ("maxRetries", max_retries),
         ("flakyFailures", None if flaky_failures is None else flaky_failures.value),
+        ("bisectBesideQueue", bisect_beside_queue),
+        ("adaptiveBatchSize", adaptive_batch_size),
+        ("adaptiveDepth", adaptive_depth),
     ]
     fields = {name: value for name, value in given if value is not None}
     with reported():

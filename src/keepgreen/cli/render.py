@@ -146,6 +146,12 @@ def config_view(config: Mapping[str, Any], *, title: str) -> RenderableType:
         ("skipped checks", "count as passed" if config.get("acceptSkippedChecks") else "refused"),
         ("max retries", value_of(config, "maxRetries")),
         ("flaky-only failures", value_of(config, "flakyFailures")),
+        (
+            "failed batches",
+            "isolated beside the queue" if config.get("bisectBesideQueue") else "bisected in line",
+        ),
+        ("adaptive batch size", switch(config.get("adaptiveBatchSize"))),
+        ("adaptive depth", switch(config.get("adaptiveDepth"))),
     ]
     _add_rows(table, rows)
     return _titled(title, table)

@@ -162,6 +162,9 @@ class StateReason(StrEnum):
     CHECK_SKIPPED = "check_skipped"  # a required check concluded skipped or neutral
     RETRYING = "retrying"  # its failed run is tested again alone before it counts
     FLAKY_FAILURES_FORGIVEN = "flaky_failures_forgiven"  # only known flaky tests failed
+    # Its failed batch was isolated beside the queue and its own run passed: it rejoins the
+    # line behind the PRs in flight.
+    CLEARED_BY_ISOLATION = "cleared_by_isolation"
 
 
 class IncidentKind(StrEnum):

@@ -133,10 +133,19 @@ class QueueConfig:
     # happens only when the queue's recent spurious-failure rate makes it pay.
     max_retries: int = 0
     flaky_failures: FlakyFailures = FlakyFailures.RETRY
+    # A failed batch does not stop the line: each of its PRs is tested alone beside the queue
+    # (on the branch the batch was tested on), the PRs behind it go on without it, the culprits
+    # leave and the cleared PRs rejoin the line behind the PRs in flight.
+    bisect_beside_queue: bool = True
+    # Batch size near 1/sqrt(p) for the queue's recent failure rate p, at most batchingMinSize.
+    adaptive_batch_size: bool = False
+    # Speculation depth by additive increase (+1 per passed run) and multiplicative decrease
+    # (halved per failed run), between 2 and `concurrency`.
+    adaptive_depth: bool = False
 
 
-# How many passed runs' durations a queue remembers, and the weight an older failure keeps
-# each time a newer one is judged (about the last 50 failures count).
+# How many passed runs' durations a queue remembers, and the weight an older retry keeps each
+# time a newer one is judged (about the last 50 retries count).
 STATS_DURATIONS = 50
 STATS_DECAY = 0.98
 
@@ -146,8 +155,9 @@ class QueueStats:
     """What the queue learned from its own recent runs, kept by the scheduler.
 
     `ci_seconds`: how long its last passed runs took, oldest first. `refuted` and `confirmed`:
-    decayed counts of failures later shown spurious (the same PRs passed: a retry, a successor,
-    a bisection that found no culprit) and of failures that stood (a PR left for them).
+    decayed counts of retries that passed (the failure before was spurious) and of retries that
+    failed again (it was real). Only retries count: they alone test the same change twice, so
+    the estimate is not biased toward either verdict.
     `last_progress_at`: when it last merged a PR or started a run.
     """
 
@@ -155,6 +165,11 @@ class QueueStats:
     refuted: float = 0.0
     confirmed: float = 0.0
     last_progress_at: datetime | None = None
+    # Decayed counts over finished main runs: PRs tested (a batch of k counts k) and failed
+    # runs; and the adaptive speculation depth (None: not yet adapted, the configured one).
+    tested_prs: float = 0.0
+    failed_runs: float = 0.0
+    depth: int | None = None
 
     @property
     def spurious_share(self) -> float:
@@ -167,6 +182,21 @@ class QueueStats:
         refuted = self.refuted * STATS_DECAY + (1 if spurious else 0)
         confirmed = self.confirmed * STATS_DECAY + (0 if spurious else 1)
         return replace(self, refuted=refuted, confirmed=confirmed)
+
+    def finished_main(self, *, size: int, failed: bool) -> QueueStats:
+        return replace(
+            self,
+            tested_prs=self.tested_prs * STATS_DECAY + size,
+            failed_runs=self.failed_runs * STATS_DECAY + (1 if failed else 0),
+        )
+
+    def failure_rate(self) -> float | None:
+        """The estimated chance that one PR fails a run (real or spurious failures alike);
+        None before 20 PRs were tested.
+        """
+        if self.tested_prs < 20:
+            return None
+        return min(1.0, self.failed_runs / self.tested_prs)
 
     def passed_in(self, seconds: int) -> QueueStats:
         return replace(self, ci_seconds=(*self.ci_seconds, seconds)[-STATS_DURATIONS:])

@@ -52,6 +52,9 @@ def queue_config(queue: Queue) -> QueueConfigOut:
         acceptSkippedChecks=config.accept_skipped_checks,
         maxRetries=config.max_retries,
         flakyFailures=config.flaky_failures,
+        bisectBesideQueue=config.bisect_beside_queue,
+        adaptiveBatchSize=config.adaptive_batch_size,
+        adaptiveDepth=config.adaptive_depth,
     )
 
 

@@ -218,6 +218,9 @@ class UpdateQueueRequest(QueueRequest):
     acceptSkippedChecks: Flag | None = None
     maxRetries: Retries | None = None
     flakyFailures: Annotated[FlakyFailures, AnyCase] | None = None
+    bisectBesideQueue: Flag | None = None
+    adaptiveBatchSize: Flag | None = None
+    adaptiveDepth: Flag | None = None
 
 
 class ListPullRequestsRequest(QueueRequest):
@@ -304,6 +307,9 @@ class QueueConfigOut(Response):
     acceptSkippedChecks: bool
     maxRetries: int
     flakyFailures: FlakyFailures
+    bisectBesideQueue: bool
+    adaptiveBatchSize: bool
+    adaptiveDepth: bool
 
 
 class IncidentOut(Response):

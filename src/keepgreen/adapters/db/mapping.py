@@ -117,6 +117,9 @@ def queue_from_row(row: QueueRow) -> Queue:
         accept_skipped_checks=row.accept_skipped_checks,
         max_retries=row.max_retries,
         flaky_failures=FlakyFailures(row.flaky_failures),
+        bisect_beside_queue=row.bisect_beside_queue,
+        adaptive_batch_size=row.adaptive_batch_size,
+        adaptive_depth=row.adaptive_depth,
     )
     return Queue(
         id=QueueId(row.id),
@@ -148,6 +151,9 @@ def stats_from_json(data: Mapping[str, Any] | None) -> QueueStats:
             refuted=float(data.get("refuted", 0.0)),
             confirmed=float(data.get("confirmed", 0.0)),
             last_progress_at=None if at is None else datetime.fromisoformat(str(at)),
+            tested_prs=float(data.get("testedPrs", 0.0)),
+            failed_runs=float(data.get("failedRuns", 0.0)),
+            depth=None if data.get("depth") is None else int(data["depth"]),
         )
     except (TypeError, ValueError):
         return QueueStats()
@@ -160,6 +166,9 @@ def stats_to_json(stats: QueueStats) -> dict[str, Any]:
         "refuted": stats.refuted,
         "confirmed": stats.confirmed,
         "lastProgressAt": None if at is None else at.isoformat(),
+        "testedPrs": stats.tested_prs,
+        "failedRuns": stats.failed_runs,
+        "depth": stats.depth,
     }
 
 
@@ -202,6 +211,9 @@ def write_queue(row: QueueRow, queue: Queue) -> None:
     row.accept_skipped_checks = config.accept_skipped_checks
     row.max_retries = config.max_retries
     row.flaky_failures = config.flaky_failures.value
+    row.bisect_beside_queue = config.bisect_beside_queue
+    row.adaptive_batch_size = config.adaptive_batch_size
+    row.adaptive_depth = config.adaptive_depth
     row.stats = stats_to_json(queue.stats)
 
 

@@ -24,7 +24,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-from sqlalchemy.sql.expression import false, text
+from sqlalchemy.sql.expression import false, text, true
 
 from keepgreen.adapters.db.types import UtcDateTime
 
@@ -135,6 +135,9 @@ class QueueRow(Base):
     accept_skipped_checks: Mapped[bool] = mapped_column(Boolean, server_default=false())
     max_retries: Mapped[int] = mapped_column(Integer, server_default="0")
     flaky_failures: Mapped[str] = mapped_column(STATE, server_default="retry")
+    bisect_beside_queue: Mapped[bool] = mapped_column(Boolean, server_default=true())
+    adaptive_batch_size: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    adaptive_depth: Mapped[bool] = mapped_column(Boolean, server_default=false())
     # What the scheduler learned from the queue's runs (QueueStats); NULL: nothing yet.
     stats: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 

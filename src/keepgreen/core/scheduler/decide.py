@@ -136,6 +136,7 @@ class _Engine(Admission, Failures, Runs):
             self.read_statuses()
             self.drop_stale_runs()
             self.follow_runs()
+            self.rejoin_cleared()
             self.clear_by_successors()
             self.resolve_failures()
             self.land_next()

@@ -24,9 +24,11 @@ from keepgreen.core.scheduler.working import RUNNING, Working
 RETRYABLE = frozenset(
     {StateReason.TESTS_FAILED, StateReason.TEST_RUN_TIMEOUT, StateReason.CHECK_NEVER_STARTED}
 )
-# What ejecting a good PR costs, in runs: it is queued again and tested again, and the PRs
-# tested on top of it are tested again too.
-WRONG_EJECTION_RUNS = 4
+# What ejecting a good PR costs, counted in runs: its author must notice and queue it again,
+# it waits the whole line again, and the PRs tested on top of it are tested again too. A retry
+# costs one run, so a lone failure is retried when more than one in ten such failures is
+# spurious.
+WRONG_EJECTION_RUNS = 10
 # How long a failed run waits for its JUnit results before it counts without them.
 RESULTS_GRACE = timedelta(minutes=5)
 
@@ -73,17 +75,29 @@ class Failures(Working):
                 run, order, deps
             ):
                 continue
-            if self.retry_pays(run, group):
-                self.retry(run, group, self.failure_words(run))
-            elif len(group) == 1:
-                reason = run.failure_reason or StateReason.TESTS_FAILED
-                detail = run.failure_detail
-                self.move(group[0], PrState.FAILED, reason, run_id=run.id, detail=detail)
-                self.close_run(run)
-                if reason in RETRYABLE:
-                    self.judged(spurious=False)
-            else:
-                self.bisect(run, group)
+            self.conclude(run, group)
+
+    def conclude(self, run: TestRun, group: list[QueueEntry]) -> None:
+        """The failure is believed: retry the run when that pays, else fail a lone PR, or find
+        the culprit of a batch (beside the queue, or by bisection in line).
+        """
+        if run.attempt and run.failure_reason in RETRYABLE:
+            self.judged(spurious=False)  # the retry failed too: the failure was real
+        beside = self.queue.config.bisect_beside_queue and run.kind is TestRunKind.MAIN
+        if beside and len(group) > 1:
+            self.isolate(run, group)
+        elif beside and self.retry_pays(run, group):
+            # The retry runs beside the queue too: the line does not wait for it.
+            self.isolate(run, group, retry=self.failure_words(run))
+        elif self.retry_pays(run, group):
+            self.retry(run, group, self.failure_words(run))
+        elif len(group) == 1:
+            reason = run.failure_reason or StateReason.TESTS_FAILED
+            detail = run.failure_detail
+            self.move(group[0], PrState.FAILED, reason, run_id=run.id, detail=detail)
+            self.close_run(run)
+        else:
+            self.bisect(run, group)
 
     def settle_flaky(self, run: TestRun, group: list[QueueEntry]) -> bool:
         """`flakyFailures`: a failed run whose uploaded results show only known flaky or
@@ -119,7 +133,6 @@ class Failures(Working):
                     verified_by=run.id,
                     detail=why,
                 )
-            self.judged(spurious=True)
             return True
         if run.attempt < max(1, self.queue.config.max_retries):
             self.retry(run, group, why)
@@ -196,6 +209,64 @@ class Failures(Working):
             and tested & set(deps.get(e.id, ()))
             for e in order
         )
+
+    def isolate(self, run: TestRun, group: list[QueueEntry], *, retry: str | None = None) -> None:
+        """`bisectBesideQueue`: test each PR of the failed batch alone, beside the queue, on the
+        branch the batch was tested on (the PRs ahead of it). The line stops depending on them
+        at once (`deps`): the runs behind the batch go stale and are tested again without it.
+        A PR whose own run fails is a culprit (once retries, beside the queue too, are spent);
+        one whose run passes rejoins the line (`rejoin_cleared`). A lone PR whose failure is
+        worth a retry is retried the same way: `retry` says why.
+        """
+        dependents = tuple(d for d in run.dependent_prs if d in self.entries)
+        self.close_run(run)
+        attempt = 0 if retry is None else run.attempt + 1
+        for entry in group:
+            created = self.new_run(
+                tested=(entry.id,),
+                dependents=dependents,
+                kind=TestRunKind.BISECTION,
+                status=TestRunStatus.QUEUED,
+                root=run.id,
+                attempt=attempt,
+            )
+            if retry is None:
+                self.move(entry, PrState.PENDING, StateReason.BISECTING, run_id=created.id)
+            else:
+                total = max(self.queue.config.max_retries, attempt) + 1
+                detail = f"attempt {attempt + 1} of {total}, beside the queue: {retry}"
+                self.move(
+                    entry, PrState.PENDING, StateReason.RETRYING, run_id=created.id, detail=detail
+                )
+
+    def rejoin_cleared(self) -> None:
+        """A PR set aside whose own run passed was not the culprit: it rejoins the line behind
+        the PRs being tested (its run tested it on a branch the line has left), where it is
+        tested with the rest and lands in order.
+        """
+        aside = self.aside()
+        cleared = [
+            (self.entries[entry_id], run)
+            for entry_id, run in aside.items()
+            if run.status is TestRunStatus.SUCCEEDED
+        ]
+        if not cleared:
+            return
+        placed = [
+            e.position
+            for e in self.entries.values()
+            if e.id not in aside and self.current_run(e.id) is not None
+        ]
+        behind = max(placed, default=0)
+        for entry, run in sorted(cleared, key=lambda pair: pair[0].position):
+            self.close_run(run)
+            rejoined = replace(entry, position=max(entry.position, behind))
+            self.move(
+                rejoined,
+                PrState.PENDING,
+                StateReason.CLEARED_BY_ISOLATION,
+                run_id=run.id,
+            )
 
     def bisect(self, run: TestRun, group: list[QueueEntry]) -> None:
         """Split a failed batch in halves, the second tested on top of the first."""

@@ -41,7 +41,7 @@ class Runs(Landing):
             for r in self.runs.values()
             if r.kind is TestRunKind.MAIN and r.status is TestRunStatus.IN_PROGRESS
         )
-        free = self.queue.config.concurrency - busy
+        free = self.depth() - busy
         if free <= 0:
             return
         order = self.order()
@@ -106,12 +106,13 @@ class Runs(Landing):
         it in its lane. None while a batch is still forming (too small, not waited long enough).
         """
         config = self.queue.config
-        if not config.batch or entry.no_batch:
+        size = self.batch_size()
+        if not config.batch or entry.no_batch or size == 1:
             return (entry.id,)
         group = [entry]
         base = set(deps.get(entry.id, ()))
         for other in order:
-            if len(group) >= config.batching_min_size:
+            if len(group) >= size:
                 break
             if other.id == entry.id or other.id in taken or other.no_batch:
                 continue
@@ -120,7 +121,7 @@ class Runs(Landing):
             other_deps = set(deps.get(other.id, ()))
             if entry.id in other_deps and other_deps - {g.id for g in group} <= base:
                 group.append(other)
-        if len(group) >= config.batching_min_size:
+        if len(group) >= size:
             return tuple(g.id for g in group)
         oldest = min(g.state_changed_at for g in group)
         if self.now >= oldest + timedelta(minutes=config.batching_max_wait_time_minutes):
@@ -224,6 +225,7 @@ class Runs(Landing):
             started = run.started_at or run.created_at
             if self.now >= started + limit:
                 self.fail_run(run, StateReason.TEST_RUN_TIMEOUT)
+                self.finished_main(run, failed=True)
                 continue
             if run.sha is None or not start_limit or self.now < started + start_limit:
                 continue
@@ -267,6 +269,7 @@ class Runs(Landing):
                         finished_at=self.now,
                     )
                 )
+                self.finished_main(run, failed=True)
             elif skipped and not accept:
                 self.fail_run(run, StateReason.CHECK_SKIPPED, ", ".join(skipped))
             elif required and all(state in passing for state in required):
@@ -278,6 +281,7 @@ class Runs(Landing):
                         finished_at=self.now,
                     )
                 )
+                self.finished_main(run, failed=False)
                 seconds = int((self.now - (run.started_at or run.created_at)).total_seconds())
                 self.queue = replace(self.queue, stats=self.queue.stats.passed_in(seconds))
                 if run.attempt:

@@ -5,6 +5,7 @@ went stale).
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import replace
 from datetime import datetime
@@ -41,6 +42,8 @@ SKIPPED = frozenset({CommitState.SKIPPED, CommitState.NEUTRAL})
 # The adaptive testing timeout: the queue's p95 CI time times this, plus the margin.
 TIMEOUT_FACTOR = 1.25
 TIMEOUT_MARGIN_SECONDS = 10 * 60
+# The adaptive depth never falls below this (a failure halves it).
+MIN_DEPTH = 2
 RUNNING = frozenset({TestRunStatus.QUEUED, TestRunStatus.IN_PROGRESS})
 
 
@@ -146,6 +149,35 @@ class Working:
             return fixed
         return min(fixed, int(p95 * TIMEOUT_FACTOR) + TIMEOUT_MARGIN_SECONDS)
 
+    def batch_size(self) -> int:
+        """`batchingMinSize`; with the adaptive batch size, near 1/sqrt(p) for the queue's
+        recent failure rate p (the size that tests the fewest runs per PR), never more.
+        """
+        configured = self.queue.config.batching_min_size
+        rate = self.queue.stats.failure_rate() if self.queue.config.adaptive_batch_size else None
+        if rate is None:
+            return configured
+        best = round(1 / math.sqrt(rate)) if rate > 0 else configured
+        return max(1, min(configured, best))
+
+    def depth(self) -> int:
+        """`concurrency`; with the adaptive depth, the window the queue's record allows."""
+        configured = self.queue.config.concurrency
+        window = self.queue.stats.depth if self.queue.config.adaptive_depth else None
+        return configured if window is None else max(1, min(configured, window))
+
+    def finished_main(self, run: TestRun, *, failed: bool) -> None:
+        """A main run's verdict feeds the failure rate and the depth's window (additive
+        increase on a pass, multiplicative decrease on a failure).
+        """
+        if run.kind is not TestRunKind.MAIN:
+            return
+        stats = self.queue.stats.finished_main(size=len(run.tested_prs), failed=failed)
+        window = self.depth()
+        window = max(MIN_DEPTH, window // 2) if failed else window + 1
+        stats = replace(stats, depth=min(window, self.queue.config.concurrency))
+        self.queue = replace(self.queue, stats=stats)
+
     def judged(self, *, spurious: bool) -> None:
         """A failure turned out spurious (the same PRs passed) or stood (a PR left for it)."""
         self.queue = replace(self.queue, stats=self.queue.stats.judged(spurious=spurious))
@@ -229,7 +261,47 @@ class Working:
         return tuple(self.entries[e.id] for e in ordered)
 
     def deps(self, order: tuple[QueueEntry, ...]) -> dict[PullRequestId, tuple[PullRequestId, ...]]:
-        return dependencies(order, mode=self.queue.mode, targets=self.targets)
+        """Who each entry is tested on top of. Entries set aside (a failed batch's PRs tested
+        alone beside the queue) are on top of what their own run holds, and nobody is on top of
+        them: the line goes on without them.
+        """
+        found = dependencies(order, mode=self.queue.mode, targets=self.targets)
+        aside = self.aside()
+        if not aside:
+            return found
+        for entry_id, ahead in found.items():
+            if entry_id in aside:
+                run = aside[entry_id]
+                found[entry_id] = tuple(d for d in run.dependent_prs if d in self.entries)
+            elif not aside.keys().isdisjoint(ahead):
+                found[entry_id] = tuple(d for d in ahead if d not in aside)
+        return found
+
+    def aside(self) -> dict[PullRequestId, TestRun]:
+        """The entries tested alone beside the queue, with their run (`bisectBesideQueue`)."""
+        if not self.queue.config.bisect_beside_queue:
+            return {}
+        side = [r for r in self.runs.values() if r.kind is TestRunKind.BISECTION]
+        if not side:
+            return {}
+        line_idle = not any(r.kind is TestRunKind.MAIN for r in self.runs.values())
+        return {
+            entry_id: run
+            for run in side
+            if not (line_idle and self.lands_as_tested(run))
+            for entry_id in run.tested_prs
+            if entry_id in self.entries
+        }
+
+    def lands_as_tested(self, run: TestRun) -> bool:
+        """A passed run on the current tip with no PR left ahead of it: what it tested is what
+        would land now.
+        """
+        return (
+            run.status is TestRunStatus.SUCCEEDED
+            and run.base_sha == self.queue.target_sha
+            and not any(d in self.entries for d in run.dependent_prs)
+        )
 
     def target_moved(self, sha: str) -> None:
         if self.queue.target_sha == sha:

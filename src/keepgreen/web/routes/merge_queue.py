@@ -226,6 +226,9 @@ def update_queue(body: UpdateQueueRequest, org: Org, services: Services) -> Queu
         accept_skipped_checks=body.acceptSkippedChecks,
         max_retries=body.maxRetries,
         flaky_failures=body.flakyFailures,
+        bisect_beside_queue=body.bisectBesideQueue,
+        adaptive_batch_size=body.adaptiveBatchSize,
+        adaptive_depth=body.adaptiveDepth,
     )
     return queue_config(services.queues.update(org, repo_ref(body.repo), body.targetBranch, update))
 
