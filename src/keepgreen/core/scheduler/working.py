@@ -6,13 +6,15 @@ went stale).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import assert_never
+from typing import Any, TypeVar, assert_never
 
 from keepgreen.core.enums import (
     CommitState,
     PrState,
+    QueueMode,
     StateReason,
     TestRunKind,
     TestRunStatus,
@@ -39,6 +41,52 @@ FAILING = frozenset({CommitState.FAILURE, CommitState.ERROR})
 RUNNING = frozenset({TestRunStatus.QUEUED, TestRunStatus.IN_PROGRESS})
 
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Tracked(dict[K, V]):
+    """A dict that counts its writes, so what is derived from it can be kept until it changes.
+
+    Every way of changing a dict in place moves `version` (`|=` is not used on it); reading is
+    the plain dict's.
+    """
+
+    __slots__ = ("version",)
+
+    def __init__(self, items: Mapping[K, V] | Iterable[tuple[K, V]] = ()) -> None:
+        super().__init__(items)
+        self.version = 0
+
+    def __setitem__(self, key: K, value: V) -> None:
+        super().__setitem__(key, value)
+        self.version += 1
+
+    def __delitem__(self, key: K) -> None:
+        super().__delitem__(key)
+        self.version += 1
+
+    def pop(self, key: K, *default: Any) -> Any:
+        self.version += 1
+        return super().pop(key, *default)
+
+    def popitem(self) -> tuple[K, V]:
+        self.version += 1
+        return super().popitem()
+
+    def setdefault(self, key: K, default: Any = None) -> Any:
+        self.version += 1
+        return super().setdefault(key, default)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self.version += 1
+        super().update(*args, **kwargs)
+
+    def clear(self) -> None:
+        self.version += 1
+        super().clear()
+
+
 def test_branch_name(number: int, run_id: TestRunId, *, prefix: str) -> str:
     """`<prefix>/pr-<N>/<testRunId>`; a batch is named after its first PR."""
     return f"{prefix}/pr-{number}/{run_id}"
@@ -51,10 +99,23 @@ class Working:
         self.queue = state.queue
         self.now = now
         self.policy = policy
-        self.entries: dict[PullRequestId, QueueEntry] = {e.id: e for e in state.entries}
-        self.runs: dict[TestRunId, TestRun] = {r.id: r for r in state.runs}
+        # Tracked: the queue order, the dependencies and the run testing each entry are derived
+        # from these and kept until one of them changes (`order`, `deps`, `current_run`).
+        self.entries: Tracked[PullRequestId, QueueEntry] = Tracked((e.id, e) for e in state.entries)
+        self.runs: Tracked[TestRunId, TestRun] = Tracked((r.id, r) for r in state.runs)
         self.failed_runs = list(state.failed_runs)
-        self.targets = dict(state.targets)
+        self.targets: Tracked[PullRequestId, tuple[str, ...] | None] = Tracked(state.targets)
+        self._order: tuple[tuple[int, int], tuple[QueueEntry, ...]] | None = None
+        self._deps: (
+            tuple[
+                tuple[QueueEntry, ...],
+                int,
+                QueueMode,
+                dict[PullRequestId, tuple[PullRequestId, ...]],
+            ]
+            | None
+        ) = None
+        self._testing: tuple[int, dict[PullRequestId, TestRun]] | None = None
         self.statuses = state.statuses
         self.in_flight: list[Effect] = list(state.in_flight)
         self.effects: list[Effect] = []
@@ -146,7 +207,13 @@ class Working:
 
     def current_run(self, entry_id: PullRequestId) -> TestRun | None:
         """The open run testing this entry (at most one)."""
-        return next((r for r in self.runs.values() if entry_id in r.tested_prs), None)
+        if self._testing is None or self._testing[0] != self.runs.version:
+            testing: dict[PullRequestId, TestRun] = {}
+            for run in self.runs.values():
+                for tested in run.tested_prs:
+                    testing.setdefault(tested, run)  # the first, as a scan would find
+            self._testing = (self.runs.version, testing)
+        return self._testing[1].get(entry_id)
 
     def entry_by_number(self, number: int) -> QueueEntry | None:
         return next((e for e in self.entries.values() if e.number == number), None)
@@ -175,7 +242,12 @@ class Working:
         PR that went ahead by priority, or that became ready late, was placed on top of the PRs
         already placed and must stay there once placed itself, or the runs built on it would
         look stale forever.
+
+        Kept until the entries or the runs change (the result is a tuple: nobody can alter it).
         """
+        key = (self.entries.version, self.runs.version)
+        if self._order is not None and self._order[0] == key:
+            return self._order[1]
         depth: dict[PullRequestId, int] = {}
         for run in self.runs.values():
             chain = [member for member in run.members if member in self.entries]
@@ -191,10 +263,27 @@ class Working:
         ordered = queue_order(
             (ranked.get(e.id, e) for e in self.entries.values()), holding=frozenset(holding)
         )
-        return tuple(self.entries[e.id] for e in ordered)
+        result = tuple(self.entries[e.id] for e in ordered)
+        self._order = (key, result)
+        return result
 
     def deps(self, order: tuple[QueueEntry, ...]) -> dict[PullRequestId, tuple[PullRequestId, ...]]:
-        return dependencies(order, mode=self.queue.mode, targets=self.targets)
+        """Every entry's dependencies in `order` (see `lanes.dependencies`).
+
+        Kept while the order, the mode and the targets are the same; callers only read it.
+        """
+        cached = self._deps
+        mode = self.queue.mode
+        if (
+            cached is not None
+            and cached[0] is order
+            and cached[1] == self.targets.version
+            and cached[2] is mode
+        ):
+            return cached[3]
+        found = dependencies(order, mode=mode, targets=self.targets)
+        self._deps = (order, self.targets.version, mode, found)
+        return found
 
     def target_moved(self, sha: str) -> None:
         if self.queue.target_sha == sha:
