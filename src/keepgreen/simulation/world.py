@@ -139,6 +139,8 @@ class SimulatedWorld:
         return self.heads[number]
 
     def clashes(self, number: int, tree: frozenset[int]) -> bool:
+        if not self.conflicts:
+            return False
         return any(frozenset({number, other}) in self.conflicts for other in tree)
 
     # -- driving the scheduler -------------------------------------------------------------

@@ -21,7 +21,7 @@ from keepgreen.core.enums import (
 )
 from keepgreen.core.ids import PullRequestId, TestRunId
 from keepgreen.core.model import QueueEntry, StateChange, TestRun
-from keepgreen.core.ordering import queue_order
+from keepgreen.core.ordering import Placed, queue_order
 from keepgreen.core.scheduler.effects import (
     BuildTestCommit,
     CancelCi,
@@ -258,10 +258,15 @@ class Working:
             (e for e in self.entries.values() if e.state.is_started or e.id in holding),
             key=lambda e: (depth.get(e.id, len(self.entries)), e.position, e.id),
         )
-        # queue_order sorts placed entries by position: hand it their rank instead.
-        ranked = {e.id: replace(e, position=rank) for rank, e in enumerate(placed)}
+        # queue_order sorts placed entries by position: hand it their rank instead (and every
+        # entry as the little it orders by, not a copy of the whole entry).
+        ranked = {e.id: Placed(e.id, e.state, e.priority, rank) for rank, e in enumerate(placed)}
         ordered = queue_order(
-            (ranked.get(e.id, e) for e in self.entries.values()), holding=frozenset(holding)
+            (
+                ranked.get(e.id) or Placed(e.id, e.state, e.priority, e.position)
+                for e in self.entries.values()
+            ),
+            holding=frozenset(holding),
         )
         result = tuple(self.entries[e.id] for e in ordered)
         self._order = (key, result)
