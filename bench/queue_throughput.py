@@ -65,7 +65,9 @@ def main() -> None:
     seeds = list(range(1, args.seeds + 1))
     started = time.perf_counter()
     slowest = 0.0
-    print(f"{args.prs} PRs per simulation, seeds {seeds[0]}-{seeds[-1]}; figures min-max over seeds")
+    print(
+        f"{args.prs} PRs per simulation, seeds {seeds[0]}-{seeds[-1]}; figures min-max over seeds"
+    )
     picks: list[str] = []
     for workload in (w for w in WORKLOADS if w.name in wanted):
         print(f"\n{workload.name}: {workload.description}\n")
@@ -77,7 +79,9 @@ def main() -> None:
         print("|---" * header.count(" |") + "|")
         clock = [time.perf_counter()]
 
-        def timed(_strategy: Strategy, _seed: int, _outcome: Outcome, clock: list[float] = clock) -> None:
+        def timed(
+            _strategy: Strategy, _seed: int, _outcome: Outcome, clock: list[float] = clock
+        ) -> None:
             nonlocal slowest
             now = time.perf_counter()
             slowest = max(slowest, now - clock[0])

@@ -128,11 +128,12 @@ WORKLOADS: tuple[Workload, ...] = (
     ),
     Workload(
         "W4",
-        "bursty: bursts of 8 PRs, 6 PRs/h on average (below capacity), 5% bad, 5% spurious",
+        "bursty: bursts of 6 PRs, 1.5 PRs/h on average (below even serial's capacity), "
+        "5% bad, 5% spurious",
         bad_rate=0.05,
         spurious_rate=0.05,
-        arrivals_per_hour=6.0,
-        burst_size=8,
+        arrivals_per_hour=1.5,
+        burst_size=6,
     ),
 )
 
