@@ -63,7 +63,7 @@ def register(app: typer.Typer, *, open_container: ContainerFactory) -> None:
             typer.Option(
                 "--ci-minutes",
                 min=0.1,
-                help="Mean CI time of one run (default: with --queue its history's, else 30).",
+                help="Mean CI time of one run (default 30).",
                 show_default=False,
             ),
         ] = None,
@@ -72,7 +72,7 @@ def register(app: typer.Typer, *, open_container: ContainerFactory) -> None:
             typer.Option(
                 "--ci-spread-minutes",
                 min=0.0,
-                help="Standard deviation of the CI time (default: with --queue its history's, else 0).",
+                help="Standard deviation of the CI time (default 0).",
                 show_default=False,
             ),
         ] = None,
@@ -82,7 +82,7 @@ def register(app: typer.Typer, *, open_container: ContainerFactory) -> None:
                 "--runners",
                 min=1,
                 max=256,
-                help="Runs at once for the speculative settings (default: with --queue its history's, else 8).",
+                help="Runs at once for the speculative settings (default 8).",
                 show_default=False,
             ),
         ] = None,
@@ -92,7 +92,7 @@ def register(app: typer.Typer, *, open_container: ContainerFactory) -> None:
                 "--bad-rate",
                 min=0.0,
                 max=0.99,
-                help="Share of PRs that really break the build (default: with --queue its history's, else 0.05).",
+                help="Share of PRs that really break the build (default 0.05).",
                 show_default=False,
             ),
         ] = None,
@@ -102,7 +102,7 @@ def register(app: typer.Typer, *, open_container: ContainerFactory) -> None:
                 "--flaky-rate",
                 min=0.0,
                 max=0.99,
-                help="Chance that any run fails spuriously (default: with --queue its history's, else 0.05).",
+                help="Chance that any run fails spuriously (default 0.05).",
                 show_default=False,
             ),
         ] = None,
@@ -111,7 +111,7 @@ def register(app: typer.Typer, *, open_container: ContainerFactory) -> None:
             typer.Option(
                 "--arrivals-per-hour",
                 min=0.01,
-                help="PRs arriving per hour (default: with --queue its history's, else saturated, PRs always waiting).",
+                help="PRs arriving per hour (default saturated, PRs always waiting).",
                 show_default=False,
             ),
         ] = None,
@@ -132,7 +132,10 @@ def register(app: typer.Typer, *, open_container: ContainerFactory) -> None:
             bool, typer.Option("--json", help="Print JSON instead of a table.")
         ] = False,
     ) -> None:
-        """Simulate the candidate settings on the real scheduler and recommend one."""
+        """Simulate the candidate settings on the real scheduler and recommend one.
+
+        With --queue, a workload option not given takes the figure of the queue's history.
+        """
         if saturated and arrivals_per_hour is not None:
             raise typer.BadParameter("give --saturated or --arrivals-per-hour, not both")
         profile = None
