@@ -18,6 +18,9 @@ enough for the 5% tolerance with the fixed seeds below (deterministic: no flaky 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import replace
 
 import pytest
@@ -101,3 +104,26 @@ def test_parallel_lanes_merge_beyond_one_lane() -> None:
     in_line = simulate(single, strategy, prs=200, seed=2)
     assert in_lanes.bad_landed == in_line.bad_landed == 0
     assert in_lanes.merged_per_hour > 1.3 * in_line.merged_per_hour
+
+
+def test_results_do_not_depend_on_the_processs_hash_seed() -> None:
+    """Sets of ids iterate in a per-process order; nothing the simulation decides may follow it
+    (lanes, batches and CI times all in play)."""
+    program = (
+        "from dataclasses import replace\n"
+        "from keepgreen.simulation.throughput import STRATEGIES, W1, simulate\n"
+        "w = replace(W1, lanes=4, all_share=0.1, ci_spread_minutes=5.0)\n"
+        "print(simulate(w, STRATEGIES[4], prs=80, seed=3))\n"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", program],
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for hash_seed in ("1", "2")
+    }
+    assert len(outputs) == 1
+    assert "merged=" in outputs.pop()
