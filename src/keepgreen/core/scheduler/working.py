@@ -116,6 +116,7 @@ class Working:
             | None
         ) = None
         self._testing: tuple[int, dict[PullRequestId, TestRun]] | None = None
+        self._successors: tuple[int, dict[TestRunId, tuple[TestRun, list[TestRun]]]] | None = None
         self.statuses = state.statuses
         self.in_flight: list[Effect] = list(state.in_flight)
         self.effects: list[Effect] = []
@@ -418,6 +419,18 @@ class Working:
         self.emit(BuildTestCommit(run.id, run.base_sha, prs, run.branch))
 
     def successors(self, run: TestRun) -> list[TestRun]:
-        """Open runs behind this one that include its tested PRs in their predicted branch."""
-        tested = set(run.tested_prs)
-        return [r for r in self.runs.values() if r.id != run.id and tested & set(r.dependent_prs)]
+        """Open runs behind this one that include its tested PRs in their predicted branch.
+
+        Kept until the runs change (for the very run asked about: a closed run may be asked).
+        """
+        if self._successors is None or self._successors[0] != self.runs.version:
+            self._successors = (self.runs.version, {})
+        found = self._successors[1].get(run.id)
+        if found is None or found[0] is not run:
+            tested = set(run.tested_prs)
+            behind = [
+                r for r in self.runs.values() if r.id != run.id and tested & set(r.dependent_prs)
+            ]
+            found = (run, behind)
+            self._successors[1][run.id] = found
+        return list(found[1])
