@@ -66,7 +66,8 @@ def main() -> None:
     started = time.perf_counter()
     slowest = 0.0
     print(
-        f"{args.prs} PRs per simulation, seeds {seeds[0]}-{seeds[-1]}; figures min-max over seeds"
+        f"{args.prs} PRs per simulation, seeds {seeds[0]}-{seeds[-1]}; figures min-max over "
+        "seeds; the speculative strategies run as many runs at once as the workload has runners"
     )
     picks: list[str] = []
     for workload in (w for w in WORKLOADS if w.name in wanted):

@@ -261,7 +261,9 @@ class SimulatedWorld:
                     return CommitState.FAILURE
         if self.spurious_rate and self.rng.random() < self.spurious_rate:
             self.spurious_failures += 1
-            if self.known_flaky_share and self.rng.random() < self.known_flaky_share:
+            # Drawn whatever the share, so that with and without flaky-test knowledge the same
+            # seed gives the same failures.
+            if self.rng.random() < self.known_flaky_share:
                 self.known_flaky_failures.add(sha)
             return CommitState.FAILURE
         return CommitState.SUCCESS
