@@ -41,6 +41,7 @@ from keepgreen.app.github.intake import WebhookIntake
 from keepgreen.app.metrics import MetricsService
 from keepgreen.app.ports import Clock, IdFactory, MergeHost, UnitOfWork, UnitOfWorkFactory
 from keepgreen.app.pull_requests import PullRequestService
+from keepgreen.app.queue_history import QueueHistoryService
 from keepgreen.app.queues import QueueService
 from keepgreen.app.telemetry import Telemetry
 from keepgreen.app.testing import StatusService, TestingService
@@ -109,6 +110,7 @@ class Container:
     testing: TestingService
     statuses: StatusService
     metrics: MetricsService
+    queue_history: QueueHistoryService  # a queue's recent workload, for `keepgreen simulate`
     unit_of_work: UnitOfWorkFactory
     worker: Worker
     runner: BuiltInRunner
@@ -297,6 +299,7 @@ def bootstrap(
         testing=TestingService(unit_of_work, clock=clock),
         statuses=statuses,
         metrics=MetricsService(unit_of_work, clock=clock),
+        queue_history=QueueHistoryService(unit_of_work, clock=clock),
         unit_of_work=unit_of_work,
         worker=worker,
         runner=runner,

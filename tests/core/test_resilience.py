@@ -162,7 +162,7 @@ def test_a_spurious_failure_is_retried_in_line_when_bisecting_in_line() -> None:
     assert sim.states() == {1: MERGED}
     assert built == [(1,), (1,)]
     reasons = [(c.to_state, c.reason, c.detail) for c in history(sim, 1)]
-    assert (PrState.TESTING, StateReason.RETRYING, "attempt 2 of 2: tests failed") in reasons
+    assert (PrState.PENDING, StateReason.RETRYING, "attempt 2 of 2: tests failed") in reasons
 
 
 def test_without_retries_the_same_failure_fails_the_pr() -> None:

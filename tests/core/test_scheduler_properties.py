@@ -435,10 +435,14 @@ class MergeQueueMachine(RuleBasedStateMachine):
                 )
 
     def rejoined(self, number: int) -> bool:
-        """Set aside beside the queue and cleared: it rejoined the line behind."""
+        """Set aside beside the queue at some point (its failed batch isolated, or its failure
+        retried there): the line went on without it, and it rejoined behind.
+        """
+        if not self.world.state.queue.config.bisect_beside_queue:
+            return False
+        aside = {StateReason.BISECTING, StateReason.RETRYING, StateReason.CLEARED_BY_ISOLATION}
         return any(
-            c.pull_request_id == f"pr-{number}" and c.reason is StateReason.CLEARED_BY_ISOLATION
-            for c in self.world.history
+            c.pull_request_id == f"pr-{number}" and c.reason in aside for c in self.world.history
         )
 
     def disturbed(self, number: int) -> bool:

@@ -214,7 +214,7 @@ def test_a_failure_of_known_flaky_tests_only_is_retried_by_default(scenario: Sce
 
     assert scenario.final() == {1: ("merged", "merged_by_queue")}
     assert (
-        "testing",
+        "pending",
         "retrying",
         "attempt 2 of 2: only known flaky tests failed: api.test_timeout",
     ) in reasons(scenario, 1)

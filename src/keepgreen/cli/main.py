@@ -10,7 +10,7 @@ import structlog
 import typer
 
 from keepgreen import __version__
-from keepgreen.cli import admin, client, flaky, github, upload
+from keepgreen.cli import admin, client, flaky, github, simulate, upload
 
 if TYPE_CHECKING:
     from keepgreen.bootstrap import Container
@@ -187,6 +187,7 @@ def _container(*, configure_logs: bool = False) -> Container:
 
 admin.register(app, open_container=_container)
 github.register(app, open_container=_container)
+simulate.register(app, open_container=_container)
 
 
 def _exit_quietly(_signum: int, _frame: object) -> None:

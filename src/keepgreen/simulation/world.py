@@ -22,6 +22,7 @@ from keepgreen.core.enums import (
     QueueMode,
     QueueState,
     StateReason,
+    TestRunStatus,
 )
 from keepgreen.core.ids import PullRequestId, QueueId, RepositoryId
 from keepgreen.core.model import (
@@ -91,10 +92,19 @@ class SimulatedWorld:
     knows_flaky: bool = False
     seed: int = 0
     now: datetime = field(default_factory=lambda: datetime(2026, 1, 1, tzinfo=UTC))
+    # Every test run fails by chance with this probability (a flaky CI), whatever it holds; a
+    # run holding a bad PR fails anyway. Of those chance failures, the share `known_flaky_share`
+    # failed only in tests known to be flaky: `flaky_tests_known` is told of them.
+    spurious_rate: float = 0.0
+    known_flaky_share: float = 0.0
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)  # noqa: S311 - simulated flakes, not secrets
         self.trees: dict[str, frozenset[int]] = {"c0": frozenset()}
+        # Trees are named by the order they were first seen (t0, t1, ...): short names, the same
+        # for the same content, as git's tree ids are.
+        self._tree_names: dict[frozenset[int], str] = {}
+        self._named_trees: dict[str, frozenset[int]] = {}
         self.tip = "c0"
         self._next_commit = 1
         self.heads: dict[int, str] = {}
@@ -120,6 +130,9 @@ class SimulatedWorld:
         self.outbox: list[Effect] = []
         self.ci_seconds = 600
         self.on_effect: Callable[[Effect], None] | None = None
+        # Test commits whose failure came only from known-flaky tests (see `flaky_tests_known`).
+        self.known_flaky_failures: set[str] = set()
+        self.spurious_failures = 0  # chance failures drawn (runs whose tree held no bad PR)
 
     # -- the code host ---------------------------------------------------------------------
 
@@ -136,6 +149,8 @@ class SimulatedWorld:
         return self.heads[number]
 
     def clashes(self, number: int, tree: frozenset[int]) -> bool:
+        if not self.conflicts:
+            return False
         return any(frozenset({number, other}) in self.conflicts for other in tree)
 
     # -- driving the scheduler -------------------------------------------------------------
@@ -233,15 +248,19 @@ class SimulatedWorld:
                 self.feed(TestCommitConflict(effect.run_id, number))
                 return
             merged = self.commit(tree | self.trees[head])
-            links.append(ChainLink(number, head, merged, _tree_name(tree | {number})))
+            links.append(ChainLink(number, head, merged, self.tree_name(tree | {number})))
             current = merged
         if self.lost_builds:
             self.lost_builds -= 1  # CI never hears of this commit
         else:
-            self.ci_pending[current] = self.now + timedelta(seconds=self.ci_seconds)
+            self.ci_pending[current] = self.now + timedelta(seconds=self.ci_duration())
             self.statuses[current] = {CI_CONTEXT: CommitState.PENDING}  # CI starts at once
-        base_tree = _tree_name(self.trees[effect.base_sha])
+        base_tree = self.tree_name(self.trees[effect.base_sha])
         self.feed(TestCommitBuilt(effect.run_id, base_tree, tuple(links)))
+
+    def ci_duration(self) -> float:
+        """Seconds one test run's CI takes (a subclass may draw them from a distribution)."""
+        return self.ci_seconds
 
     def ci_result(self, sha: str) -> CommitState:
         tree = self.trees[sha]
@@ -253,19 +272,34 @@ class SimulatedWorld:
         if tree & self.fail_once:
             self.fail_once -= tree
             return self.failed(sha, spurious=True)
-        for number in sorted(tree):
-            if self.rng.random() < self.flaky.get(number, 0.0):
-                return self.failed(sha, spurious=True)
+        if self.flaky:
+            for number in sorted(tree):
+                if self.rng.random() < self.flaky.get(number, 0.0):
+                    return self.failed(sha, spurious=True)
+        if self.spurious_rate and self.rng.random() < self.spurious_rate:
+            self.spurious_failures += 1
+            # Drawn whatever the share, so that with and without flaky-test knowledge the same
+            # seed gives the same failures.
+            if self.rng.random() < self.known_flaky_share:
+                self.known_flaky_failures.add(sha)
+                self.flaky_tests_known(sha)
+            return CommitState.FAILURE
         return CommitState.SUCCESS
 
     def failed(self, sha: str, *, spurious: bool) -> CommitState:
         """A failure; with `knows_flaky`, the results uploaded for it name the failed test."""
         if self.knows_flaky:
             if spurious:
-                self.test_failures[sha] = TestFailures(flaky=("test_flaky",), other=())
+                self.flaky_tests_known(sha)
             else:
                 self.test_failures[sha] = TestFailures(flaky=(), other=("test_broken_by_pr",))
         return CommitState.FAILURE
+
+    def flaky_tests_known(self, sha: str) -> None:
+        """The test run of `sha` failed only in tests keepgreen knows to be flaky: its JUnit
+        results, as the worker loads them, name one known flaky test (`test_flaky`).
+        """
+        self.test_failures[sha] = TestFailures(flaky=("test_flaky",), other=())
 
     def land(self, effect: Land) -> None:
         if self.tip != effect.expected_tip:
@@ -279,8 +313,10 @@ class SimulatedWorld:
             after = current | {effect.number}
             tested = None
         else:
-            tested = _tree_from_name(effect.link.tree)
-            parent = _tree_from_name(effect.parent_tree) if effect.parent_tree is not None else None
+            tested = self.tree_of_name(effect.link.tree)
+            parent = (
+                self.tree_of_name(effect.parent_tree) if effect.parent_tree is not None else None
+            )
             if parent == current:
                 after = tested
             elif effect.exact:
@@ -315,6 +351,73 @@ class SimulatedWorld:
                 return
             self.step(seconds)
 
+    # -- event-driven time -----------------------------------------------------------------
+
+    def next_ci_answer(self) -> datetime | None:
+        return min(self.ci_pending.values(), default=None)
+
+    def next_deadline(self) -> datetime | None:
+        """The first moment after `now` at which time alone changes what the scheduler does:
+        a run's testing timeout, or the end of a forming batch's wait. A new deadline of the
+        scheduler's belongs here, or the event-driven simulation does not see it come.
+        """
+        config = self.state.queue.config
+        timeout = timedelta(minutes=config.testing_timeout_minutes)
+        found = [
+            (run.started_at or run.created_at) + timeout
+            for run in self.state.runs
+            if run.status is TestRunStatus.IN_PROGRESS
+        ]
+        if config.batch:
+            wait = timedelta(minutes=config.batching_max_wait_time_minutes)
+            found.extend(
+                entry.state_changed_at + wait
+                for entry in self.state.entries
+                if entry.state is PrState.PENDING
+            )
+        return min((moment for moment in found if moment > self.now), default=None)
+
+    def advance(self, until: datetime | None = None) -> bool:
+        """Jump to the next moment something happens (a CI answer or a deadline), at most to
+        `until`, and let it happen. False when nothing is due up to `until` (then `now` is
+        `until`, when given).
+
+        CI answers due at the same moment are reported one by one, in the order their runs
+        were built, each decided before the next is known (as webhooks arrive).
+        """
+        self.run_effects()
+        moments = [m for m in (self.next_ci_answer(), self.next_deadline()) if m is not None]
+        moment = min(moments, default=None)
+        if moment is None or (until is not None and moment > until):
+            if until is not None:
+                self.now = max(self.now, until)
+            return False
+        self.now = max(self.now, moment)
+        due = sorted(
+            (item for item in self.ci_pending.items() if item[1] <= self.now),
+            key=lambda item: item[1],
+        )
+        for sha, _ in due:
+            del self.ci_pending[sha]
+            self.statuses[sha] = {CI_CONTEXT: self.ci_result(sha)}
+            self.feed(StatusReported(sha))
+            self.run_effects()
+        if not due:
+            self.feed(Tick())
+            self.run_effects()
+        return True
+
+    def tree_name(self, tree: frozenset[int]) -> str:
+        name = self._tree_names.get(tree)
+        if name is None:
+            name = f"t{len(self._tree_names)}"
+            self._tree_names[tree] = name
+            self._named_trees[name] = tree
+        return name
+
+    def tree_of_name(self, name: str) -> frozenset[int]:
+        return self._named_trees[name]
+
     @property
     def main(self) -> frozenset[int]:
         return self.trees[self.tip]
@@ -328,14 +431,6 @@ class SimulatedWorld:
         found = {e.number: e.state_reason for e in self.state.entries}
         found.update({n: e.state_reason for n, e in self.final.items() if n not in found})
         return found
-
-
-def _tree_name(tree: frozenset[int]) -> str:
-    return ",".join(map(str, sorted(tree)))
-
-
-def _tree_from_name(name: str) -> frozenset[int]:
-    return frozenset(int(part) for part in name.split(",") if part)
 
 
 __all__ = ["CI_CONTEXT", "Landing", "SimulatedWorld"]

@@ -165,7 +165,7 @@ class Failures(Working):
             tested=tested,
             dependents=dependents,
             kind=run.kind,
-            status=TestRunStatus.IN_PROGRESS,
+            status=TestRunStatus.QUEUED,  # started when its kind has a free slot
             root=run.bisection_root,
             attempt=run.attempt + 1,
         )
@@ -173,7 +173,7 @@ class Failures(Working):
         for entry_id in tested:
             self.move(
                 self.entries[entry_id],
-                PrState.TESTING,
+                PrState.PENDING,
                 StateReason.RETRYING,
                 run_id=created.id,
                 detail=f"attempt {created.attempt + 1} of {total}: {why}",
@@ -242,7 +242,9 @@ class Failures(Working):
     def rejoin_cleared(self) -> None:
         """A PR set aside whose own run passed was not the culprit: it rejoins the line behind
         the PRs being tested (its run tested it on a branch the line has left), where it is
-        tested with the rest and lands in order.
+        tested with the rest and lands in order. When the line is empty and the run tested
+        exactly what would land now, the run joins the line instead (one at a time) and the
+        PR lands from it.
         """
         aside = self.aside()
         cleared = [
@@ -252,6 +254,13 @@ class Failures(Working):
         ]
         if not cleared:
             return
+        if not any(r.kind is TestRunKind.MAIN for r in self.runs.values()):
+            # Nothing in line: a run that passed on the tip with nothing ahead is the line's
+            # own front run now, and its PR lands as tested.
+            for _, run in cleared:
+                if self.lands_as_tested(run):
+                    self.put_run(replace(run, kind=TestRunKind.MAIN))
+                    return
         placed = [
             e.position
             for e in self.entries.values()

@@ -36,12 +36,8 @@ class Runs(Landing):
         """Start runs for pending entries, front first, while main capacity lasts."""
         if self.queue.state is QueueState.PAUSED or self.queue.target_sha is None:
             return
-        busy = sum(
-            1
-            for r in self.runs.values()
-            if r.kind is TestRunKind.MAIN and r.status is TestRunStatus.IN_PROGRESS
-        )
-        free = self.depth() - busy
+        # Retries waiting for a slot go first: they are ahead in line.
+        free = self.depth() - self.start_queued(TestRunKind.MAIN, self.depth())
         if free <= 0:
             return
         order = self.order()
@@ -129,18 +125,27 @@ class Runs(Landing):
         return None
 
     def start_queued_bisections(self) -> None:
-        if self.queue.state is QueueState.PAUSED or self.queue.target_sha is None:
-            return
+        self.start_queued(TestRunKind.BISECTION, self.queue.config.bisection_concurrency)
+
+    def start_queued(self, kind: TestRunKind, capacity: int) -> int:
+        """Start queued runs of `kind` (bisections, retries), front first, while `capacity`
+        lasts; how many of `kind` are in progress afterwards.
+        """
         busy = sum(
             1
             for r in self.runs.values()
-            if r.kind is TestRunKind.BISECTION and r.status is TestRunStatus.IN_PROGRESS
+            if r.kind is kind and r.status is TestRunStatus.IN_PROGRESS
         )
-        free = self.queue.config.bisection_concurrency - busy
-        queued = [r for r in self.runs.values() if r.status is TestRunStatus.QUEUED]
+        if self.queue.state is QueueState.PAUSED or self.queue.target_sha is None:
+            return busy
+        queued = [
+            r for r in self.runs.values() if r.kind is kind and r.status is TestRunStatus.QUEUED
+        ]
+        if not queued or busy >= capacity:
+            return busy
         position = {e.id: i for i, e in enumerate(self.order())}
         queued.sort(key=lambda r: position.get(r.tested_prs[0], len(position)))
-        for run in queued[: max(free, 0)]:
+        for run in queued[: capacity - busy]:
             # Dependents that merged meanwhile are in the tip now.
             started = replace(
                 run,
@@ -151,6 +156,8 @@ class Runs(Landing):
             )
             self.put_run(started)
             self.build(started)
+            busy += 1
+        return busy
 
     def built(self, run_id: TestRunId, base_tree: str, links: tuple[ChainLink, ...]) -> None:
         self.forget_effect(BuildTestCommit, run_id)

@@ -7,20 +7,22 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import assert_never
+from typing import Any, TypeVar, assert_never
 
 from keepgreen.core.enums import (
     CommitState,
     PrState,
+    QueueMode,
     StateReason,
     TestRunKind,
     TestRunStatus,
 )
 from keepgreen.core.ids import PullRequestId, TestRunId
 from keepgreen.core.model import QueueEntry, StateChange, TestRun
-from keepgreen.core.ordering import queue_order
+from keepgreen.core.ordering import Placed, queue_order
 from keepgreen.core.scheduler.effects import (
     BuildTestCommit,
     CancelCi,
@@ -47,6 +49,52 @@ MIN_DEPTH = 2
 RUNNING = frozenset({TestRunStatus.QUEUED, TestRunStatus.IN_PROGRESS})
 
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Tracked(dict[K, V]):
+    """A dict that counts its writes, so what is derived from it can be kept until it changes.
+
+    Every way of changing a dict in place moves `version` (`|=` is not used on it); reading is
+    the plain dict's.
+    """
+
+    __slots__ = ("version",)
+
+    def __init__(self, items: Mapping[K, V] | Iterable[tuple[K, V]] = ()) -> None:
+        super().__init__(items)
+        self.version = 0
+
+    def __setitem__(self, key: K, value: V) -> None:
+        super().__setitem__(key, value)
+        self.version += 1
+
+    def __delitem__(self, key: K) -> None:
+        super().__delitem__(key)
+        self.version += 1
+
+    def pop(self, key: K, *default: Any) -> Any:
+        self.version += 1
+        return super().pop(key, *default)
+
+    def popitem(self) -> tuple[K, V]:
+        self.version += 1
+        return super().popitem()
+
+    def setdefault(self, key: K, default: Any = None) -> Any:
+        self.version += 1
+        return super().setdefault(key, default)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self.version += 1
+        super().update(*args, **kwargs)
+
+    def clear(self) -> None:
+        self.version += 1
+        super().clear()
+
+
 def test_branch_name(number: int, run_id: TestRunId, *, prefix: str) -> str:
     """`<prefix>/pr-<N>/<testRunId>`; a batch is named after its first PR."""
     return f"{prefix}/pr-{number}/{run_id}"
@@ -59,10 +107,23 @@ class Working:
         self.queue = state.queue
         self.now = now
         self.policy = policy
-        self.entries: dict[PullRequestId, QueueEntry] = {e.id: e for e in state.entries}
-        self.runs: dict[TestRunId, TestRun] = {r.id: r for r in state.runs}
+        # Tracked: the queue order, the dependencies and the run testing each entry are derived
+        # from these and kept until one of them changes (`order`, `deps`, `current_run`).
+        self.entries: Tracked[PullRequestId, QueueEntry] = Tracked((e.id, e) for e in state.entries)
+        self.runs: Tracked[TestRunId, TestRun] = Tracked((r.id, r) for r in state.runs)
         self.failed_runs = list(state.failed_runs)
-        self.targets = dict(state.targets)
+        self.targets: Tracked[PullRequestId, tuple[str, ...] | None] = Tracked(state.targets)
+        self._order: tuple[tuple[int, int], tuple[QueueEntry, ...]] | None = None
+        self._deps: (
+            tuple[
+                tuple[QueueEntry, ...],
+                tuple[int, QueueMode, str | None, bool],
+                dict[PullRequestId, tuple[PullRequestId, ...]],
+            ]
+            | None
+        ) = None
+        self._testing: tuple[int, dict[PullRequestId, TestRun]] | None = None
+        self._successors: tuple[int, dict[TestRunId, tuple[TestRun, list[TestRun]]]] | None = None
         self.statuses = state.statuses
         self.test_failures = state.test_failures
         self.in_flight: list[Effect] = list(state.in_flight)
@@ -213,7 +274,13 @@ class Working:
 
     def current_run(self, entry_id: PullRequestId) -> TestRun | None:
         """The open run testing this entry (at most one)."""
-        return next((r for r in self.runs.values() if entry_id in r.tested_prs), None)
+        if self._testing is None or self._testing[0] != self.runs.version:
+            testing: dict[PullRequestId, TestRun] = {}
+            for run in self.runs.values():
+                for tested in run.tested_prs:
+                    testing.setdefault(tested, run)  # the first, as a scan would find
+            self._testing = (self.runs.version, testing)
+        return self._testing[1].get(entry_id)
 
     def entry_by_number(self, number: int) -> QueueEntry | None:
         return next((e for e in self.entries.values() if e.number == number), None)
@@ -242,7 +309,12 @@ class Working:
         PR that went ahead by priority, or that became ready late, was placed on top of the PRs
         already placed and must stay there once placed itself, or the runs built on it would
         look stale forever.
+
+        Kept until the entries or the runs change (the result is a tuple: nobody can alter it).
         """
+        key = (self.entries.version, self.runs.version)
+        if self._order is not None and self._order[0] == key:
+            return self._order[1]
         depth: dict[PullRequestId, int] = {}
         for run in self.runs.values():
             chain = [member for member in run.members if member in self.entries]
@@ -253,42 +325,56 @@ class Working:
             (e for e in self.entries.values() if e.state.is_started or e.id in holding),
             key=lambda e: (depth.get(e.id, len(self.entries)), e.position, e.id),
         )
-        # queue_order sorts placed entries by position: hand it their rank instead.
-        ranked = {e.id: replace(e, position=rank) for rank, e in enumerate(placed)}
+        # queue_order sorts placed entries by position: hand it their rank instead (and every
+        # entry as the little it orders by, not a copy of the whole entry).
+        ranked = {e.id: Placed(e.id, e.state, e.priority, rank) for rank, e in enumerate(placed)}
         ordered = queue_order(
-            (ranked.get(e.id, e) for e in self.entries.values()), holding=frozenset(holding)
+            (
+                ranked.get(e.id) or Placed(e.id, e.state, e.priority, e.position)
+                for e in self.entries.values()
+            ),
+            holding=frozenset(holding),
         )
-        return tuple(self.entries[e.id] for e in ordered)
+        result = tuple(self.entries[e.id] for e in ordered)
+        self._order = (key, result)
+        return result
 
     def deps(self, order: tuple[QueueEntry, ...]) -> dict[PullRequestId, tuple[PullRequestId, ...]]:
-        """Who each entry is tested on top of. Entries set aside (a failed batch's PRs tested
-        alone beside the queue) are on top of what their own run holds, and nobody is on top of
-        them: the line goes on without them.
+        """Who each entry is tested on top of (see `lanes.dependencies`). Entries set aside (a
+        failed batch's PRs tested alone beside the queue) are on top of what their own run
+        holds, and nobody is on top of them: the line goes on without them.
+
+        Kept while the order, the mode, the targets and the tip are the same; callers only
+        read it.
         """
+        cached = self._deps
+        key = (
+            self.targets.version,
+            self.queue.mode,
+            self.queue.target_sha,
+            self.queue.config.bisect_beside_queue,
+        )
+        if cached is not None and cached[0] is order and cached[1] == key:
+            return cached[2]
         found = dependencies(order, mode=self.queue.mode, targets=self.targets)
         aside = self.aside()
-        if not aside:
-            return found
-        for entry_id, ahead in found.items():
+        for entry_id, ahead in found.items() if aside else ():
             if entry_id in aside:
                 run = aside[entry_id]
                 found[entry_id] = tuple(d for d in run.dependent_prs if d in self.entries)
             elif not aside.keys().isdisjoint(ahead):
                 found[entry_id] = tuple(d for d in ahead if d not in aside)
+        self._deps = (order, key, found)
         return found
 
     def aside(self) -> dict[PullRequestId, TestRun]:
         """The entries tested alone beside the queue, with their run (`bisectBesideQueue`)."""
         if not self.queue.config.bisect_beside_queue:
             return {}
-        side = [r for r in self.runs.values() if r.kind is TestRunKind.BISECTION]
-        if not side:
-            return {}
-        line_idle = not any(r.kind is TestRunKind.MAIN for r in self.runs.values())
         return {
             entry_id: run
-            for run in side
-            if not (line_idle and self.lands_as_tested(run))
+            for run in self.runs.values()
+            if run.kind is TestRunKind.BISECTION
             for entry_id in run.tested_prs
             if entry_id in self.entries
         }
@@ -433,6 +519,18 @@ class Working:
         self.emit(BuildTestCommit(run.id, run.base_sha, prs, run.branch))
 
     def successors(self, run: TestRun) -> list[TestRun]:
-        """Open runs behind this one that include its tested PRs in their predicted branch."""
-        tested = set(run.tested_prs)
-        return [r for r in self.runs.values() if r.id != run.id and tested & set(r.dependent_prs)]
+        """Open runs behind this one that include its tested PRs in their predicted branch.
+
+        Kept until the runs change (for the very run asked about: a closed run may be asked).
+        """
+        if self._successors is None or self._successors[0] != self.runs.version:
+            self._successors = (self.runs.version, {})
+        found = self._successors[1].get(run.id)
+        if found is None or found[0] is not run:
+            tested = set(run.tested_prs)
+            behind = [
+                r for r in self.runs.values() if r.id != run.id and tested & set(r.dependent_prs)
+            ]
+            found = (run, behind)
+            self._successors[1][run.id] = found
+        return list(found[1])
