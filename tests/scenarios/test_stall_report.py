@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from keepgreen.core.model import TestRun
+from keepgreen.adapters.git.local_host import LocalGitHost
+from keepgreen.app.ports import CodeHostError
+from keepgreen.core.enums import IncidentKind
+from keepgreen.core.model import Repository, TestRun
 from tests.conftest import LogLines
 from tests.support.scenario import CI, Scenario
 from tests.support.wire import parse_iso
@@ -138,3 +142,52 @@ def test_a_not_ready_pr_stalls_a_running_queue(scenario: Scenario) -> None:
 
     assert queue["stateReason"] == "stalled"
     assert queue["waitingOn"] == "PR #1 is not ready: it does not merge cleanly onto main"
+
+
+class GoesDown(LocalGitHost):
+    """The local host, which stops answering when told to, as an unreachable server does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+
+    def branch_tip(self, repo: Repository, branch: str) -> str | None:
+        if self.down:
+            msg = "git-url https://git.example.com/acme/widgets.git cannot be read: no answer"
+            raise CodeHostError(msg, kind=IncidentKind.UNREACHABLE)
+        return super().branch_tip(repo, branch)
+
+
+@pytest.fixture
+def code_host() -> GoesDown:
+    return GoesDown()
+
+
+def test_a_queue_whose_git_server_is_down_waits_on_it(
+    scenario: Scenario, code_host: GoesDown, log_lines: LogLines
+) -> None:
+    """The server stops answering while PR 1 is pending: the worker cannot tick, so nothing
+    starts; after stallMinutes the queue is stalled, waiting on the server's incident.
+    """
+    scenario.create_queue(stallMinutes=15)
+    scenario.pr(1, {"a.txt": "a\n"})
+    code_host.down = True
+    scenario.submit(1)
+    scenario.work()
+
+    scenario.clock.advance(minutes=16)
+    scenario.work()
+
+    queue = scenario.get_queue()
+    unreachable = "git-url https://git.example.com/acme/widgets.git cannot be read: no answer"
+    assert (queue["stateReason"], queue["waitingOn"]) == ("stalled", unreachable)
+    (told,) = log_lines.events("queue stalled")
+    assert told["waiting_on"] == unreachable
+
+    code_host.down = False
+    scenario.settle()
+
+    assert scenario.final() == {1: ("merged", "merged_by_queue")}
+    assert scenario.get_queue()["stateReason"] is None
+    (ended,) = log_lines.events("queue no longer stalled")
+    assert ended["because"] == "it moved on"
