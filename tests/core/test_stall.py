@@ -152,6 +152,13 @@ def test_a_paused_queue_is_not_stalled_and_says_it_is_paused() -> None:
     assert assess(facts, now=T0 + HOUR * 5) == Stall(None, PAUSED)
 
 
+def test_a_paused_queue_holding_only_not_ready_prs_says_it_is_paused() -> None:
+    paused = queue(state=QueueState.PAUSED)
+    waiting = make_entry(number=1, state=PrState.NOT_READY)
+
+    assert assess(StallFacts(paused, (waiting,)), now=T0 + HOUR * 5) == Stall(None, PAUSED)
+
+
 def test_an_empty_paused_queue_waits_on_nothing() -> None:
     paused = queue(state=QueueState.PAUSED)
     assert assess(StallFacts(paused, ()), now=T0 + HOUR * 5) == Stall()

@@ -125,7 +125,8 @@ def assess(facts: StallFacts, *, now: datetime) -> Stall:
     incident = _server_incident(facts.incidents)
     if incident is not None:
         return Stall(None, incident.message)
-    if queue.state is QueueState.PAUSED and any(e.state.is_admitted for e in facts.entries):
+    holds = any(e.state.is_admitted or e.is_submitted for e in facts.entries)
+    if queue.state is QueueState.PAUSED and holds:
         return Stall(None, PAUSED)
     return Stall()
 
