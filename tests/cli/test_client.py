@@ -288,6 +288,32 @@ def test_queue_show_and_status_say_what_the_git_server_did(
     assert cli.api_json("getQueue")["waitingOn"] == unreachable
 
 
+def test_queue_show_says_the_queue_is_stalled_and_on_what(
+    cli: Cli, queued: GitRepo, container: Container, clock: FakeClock
+) -> None:
+    """PR 1 tested in a run whose required check never reports: once stallMinutes passed,
+    `queue show` prints the stall and what the queue waits on.
+    """
+    cli.ok("queue", "update", *R, "--required-status", "ci/build", "--stall-minutes", "30",
+           "--check-start-timeout-minutes", "0")  # fmt: skip
+    queued.open_pr(1, {"a.txt": "a\n"})
+    cli.ok("submit", "1", *R)
+    container.worker.run_once()
+    assert states(cli) == [(1, "testing")]
+    assert "Stalled" not in cli.ok("queue", "show", *R).stdout
+
+    clock.advance(minutes=31)
+    shown = " ".join(cli.ok("queue", "show", *R).stdout.split())
+
+    queue = cli.api_json("getQueue")
+    assert queue["stateReason"] == "stalled"
+    assert f"Stalled since {queue['stalledSince']}: no test run started and no PR merged" in shown
+    assert "for 30 minutes or more" in shown
+    assert f"Waiting on: {queue['waitingOn']}" in shown
+    assert "PR #1 is testing in run" in shown
+    assert "waiting on ci/build, which has not reported" in shown
+
+
 def test_queue_create_with_mode_and_concurrency(cli: Cli, registered_repo: GitRepo) -> None:
     result = cli.ok("queue", "create", *R, "--branch", "release", "--mode", "parallel",
                     "--concurrency", "3")  # fmt: skip

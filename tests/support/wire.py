@@ -106,9 +106,10 @@ SUBMITTED_KEYS = ENQUEUED_KEYS | {
     "isCurrentlySubmittedToQueue",
     "verifiedByTestRun",
 }
-# keepgreen's own fields beside the interface's: git server incidents, what a queue waits on.
+# keepgreen's own fields beside the interface's: git server incidents, what a queue waits on,
+# whether it is stalled and since when.
 OWN_SUBMITTED_KEYS = {"incidents", "explanation"}
-OWN_QUEUE_KEYS = {"waitingOn", "incidents"}
+OWN_QUEUE_KEYS = {"waitingOn", "stateReason", "stalledSince", "incidents"}
 READINESS_KEYS = {
     "hasImpactedTargets",
     "requiresImpactedTargets",

@@ -44,6 +44,8 @@ FAMILIES = {
     "mq_pr_test_duration_1h_seconds": "histogram",
     "mq_pr_time_in_queue_1h_seconds": "histogram",
 }
+# keepgreen's own families beside the interface's eight.
+OWN_FAMILIES = {"mq_stalled_seconds": "gauge"}
 HISTOGRAMS = [name for name, kind in FAMILIES.items() if kind == "histogram"]
 MAIN = {"repo": "acme/widgets", "branch": "main", "queue_type": "main"}
 BISECTION = {**MAIN, "queue_type": "bisection"}
@@ -109,8 +111,9 @@ def test_content_type_is_prometheus_text_0_0_4(queue: Api) -> None:
 
 
 def test_all_eight_families_are_exposed_with_their_types(queue: Api) -> None:
+    """The interface's eight, and keepgreen's own beside them."""
     families = scrape(queue)
-    assert {name: family.type for name, family in families.items()} == FAMILIES
+    assert {name: family.type for name, family in families.items()} == FAMILIES | OWN_FAMILIES
 
 
 def test_every_series_is_labelled_with_repo_branch_and_queue_type(queue: Api) -> None:
@@ -182,6 +185,31 @@ def test_a_paused_queue_holds_new_prs_as_awaiting(queue: Api, registered_repo: G
         0,
         1,
     )
+
+
+def test_stalled_seconds_count_once_stall_minutes_passed(
+    queue: Api, registered_repo: GitRepo, clock: FakeClock
+) -> None:
+    """No worker runs here, so PR 1 never starts testing: the queue stalls stallMinutes after
+    the PR came, and its seconds count from then; a paused queue is not stalled.
+    """
+    update_queue(queue, stallMinutes=10)
+    open_and_submit(queue, registered_repo, 1)
+    came = clock.now
+    assert gauge(scrape(queue), "mq_stalled_seconds") == 0
+
+    clock.advance(minutes=9)
+    assert gauge(scrape(queue), "mq_stalled_seconds") == 0
+    clock.advance(minutes=3)
+    assert gauge(scrape(queue), "mq_stalled_seconds") == pytest.approx(
+        (clock.now - came).total_seconds(), abs=1
+    )
+    assert "mq_stalled_seconds" not in {
+        s.name for s in scrape(queue)["mq_stalled_seconds"].samples if s.labels == BISECTION
+    }
+
+    update_queue(queue, state="paused")
+    assert gauge(scrape(queue), "mq_stalled_seconds") == 0
 
 
 def test_cancelled_prs_leave_depth_and_awaiting(queue: Api, registered_repo: GitRepo) -> None:

@@ -10,6 +10,7 @@ from keepgreen.app.errors import Conflict, InvalidInput
 from keepgreen.app.incidents import INCIDENTS_SHOWN_FOR, SHOWN_INCIDENTS
 from keepgreen.app.lookup import find_queue, find_repository
 from keepgreen.app.ports import Clock, IdFactory, UnitOfWorkFactory
+from keepgreen.app.stall import read_stall
 from keepgreen.core.enums import (
     DirectMergeMode,
     FlakyFailures,
@@ -212,16 +213,26 @@ class QueueService:
         return updated
 
     def get(self, org_id: OrgId, ref: RepoRef, branch: str) -> QueueSnapshot:
-        """The queue, its admitted entries in queue order (not_ready PRs are not listed), and
-        its incidents open or ended within `INCIDENTS_SHOWN_FOR`, newest first.
+        """The queue, its admitted entries in queue order (not_ready PRs are not listed), its
+        incidents open or ended within `INCIDENTS_SHOWN_FOR`, newest first, and its stall.
         """
+        now = self._clock()
         with self._uow() as uow:
-            queue = find_queue(uow, find_repository(uow, org_id, ref), branch)
-            entries = uow.entries.list_for_queues([queue.id], states=_ADMITTED_STATES)
+            repository = find_repository(uow, org_id, ref)
+            queue = find_queue(uow, repository, branch)
+            live = live_entries(uow, queue.id)
             incidents = uow.incidents.recent(
-                queue.id, limit=SHOWN_INCIDENTS, since=self._clock() - INCIDENTS_SHOWN_FOR
+                queue.id, limit=SHOWN_INCIDENTS, since=now - INCIDENTS_SHOWN_FOR
             )
-        return QueueSnapshot(queue, queue_order(entries), tuple(incidents))
+            stall = read_stall(uow, queue, repository, live, now=now)
+        admitted = [entry for entry in live if entry.state.is_admitted]
+        return QueueSnapshot(
+            queue,
+            queue_order(admitted),
+            tuple(incidents),
+            stalled_since=stall.since,
+            waiting_on=stall.waiting_on,
+        )
 
     def delete(self, org_id: OrgId, ref: RepoRef, branch: str) -> None:
         """Delete an empty queue: every submitted PR must have merged, failed or been cancelled."""

@@ -233,6 +233,12 @@ class Telemetry:
             " keepgreen's credentials, or without the queue's branch)",
             registry=registry,
         )
+        self._queues_stalled = Gauge(
+            "keepgreen_queues_stalled",
+            "Queues held by this worker that hold PRs but neither started a test run nor"
+            " merged a PR for their stallMinutes (each queue's seconds: mq_stalled_seconds)",
+            registry=registry,
+        )
 
         # -- the HTTP API ---------------------------------------------------------------------
         self._requests = Counter(
@@ -356,6 +362,9 @@ class Telemetry:
 
     def queues_waiting_on_git_host(self, count: int) -> None:
         self._queues_waiting.set(count)
+
+    def queues_stalled(self, count: int) -> None:
+        self._queues_stalled.set(count)
 
     def worker_pass(self, seconds: float, *, ok: bool) -> None:
         self._passes.labels("ok" if ok else "error").inc()

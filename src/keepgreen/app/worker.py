@@ -42,6 +42,7 @@ from keepgreen.app.ports import (
     UnitOfWorkFactory,
 )
 from keepgreen.app.queue_log import queue_name
+from keepgreen.app.stall import StallWatch
 from keepgreen.app.telemetry import Telemetry
 from keepgreen.core.enums import PrState, TestRunStatus
 from keepgreen.core.git_urls import redact_url
@@ -137,6 +138,8 @@ class Worker:
             max_backoff=settings.git_retry_max_seconds,
         )
         self._attempts: dict[int, int] = {}
+        # Queues that hold PRs and went without progress too long, told in the log.
+        self._stalls = StallWatch(uow, clock=clock, telemetry=self._telemetry)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -302,6 +305,7 @@ class Worker:
             log.info("lease taken", queue=self._name(queue_id), holder=self._settings.holder)
         elif was_held and not taken:
             self._incidents.forget(queue_id)
+            self._stalls.forget(queue_id)
             self._telemetry.lease("lost")
             log.warning("lease lost", queue=self._name(queue_id), holder=self._settings.holder)
         return taken
@@ -316,10 +320,12 @@ class Worker:
         with self._uow() as uow:
             queue = uow.queues.get(queue_id)
             if queue is None:
+                self._stalls.forget(queue_id)
                 return
             repository = uow.repositories.get(queue.repository_id)
             entries = live_entries(uow, queue_id)
         name = self._names[queue_id] = queue_name(repository, queue.branch)
+        self._watch_stall(queue, repository, entries, name)
         if not self._incidents.may_try(queue_id):
             return  # its git server failed a moment ago: the queue waits out its backoff
         try:
@@ -351,6 +357,17 @@ class Worker:
                 return  # the lease was lost; `_feed` said so
         self._carry_out_outbox(queue_id, repository)
         self._publish_to_github(queue_id, repository)
+
+    def _watch_stall(
+        self, queue: Queue, repository: Repository, entries: tuple[QueueEntry, ...], name: str
+    ) -> None:
+        """Tell a stall (or its end) from what this pass read at its start: a queue that
+        waits out a git server's backoff is watched too, since that is when it stalls.
+        """
+        try:
+            self._stalls.check(queue, repository, entries, name=name)
+        except Exception:  # the report must not stop the queue it reports on
+            log.exception("stall report failed", queue=name)
 
     def _read_required_statuses(
         self, queue_id: QueueId, repository: Repository, queue: Queue

@@ -60,6 +60,15 @@ def queue_view(queue: Mapping[str, Any], *, title: str) -> RenderableType:
     requests in queue order.
     """
     head: list[RenderableType] = [config_view(queue, title=title)]
+    if queue.get("stateReason") == "stalled":
+        head.append(
+            Text.assemble(
+                ("Stalled since ", "bold red"),
+                (str(queue.get("stalledSince", MISSING)), "bold red"),
+                (": no test run started and no PR merged for ", "bold red"),
+                (f"{queue.get('stallMinutes', MISSING)} minutes or more", "bold red"),
+            )
+        )
     if queue.get("waitingOn"):
         head.append(Text.assemble(("Waiting on: ", "bold yellow"), str(queue["waitingOn"])))
     if queue.get("incidents"):

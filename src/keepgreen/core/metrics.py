@@ -48,7 +48,9 @@ def _bound_label(bound: float) -> str:
 
 @dataclass(slots=True)
 class QueueMetrics:
-    """The eight `mq_*` series of one queue for one `queue_type` (main or bisection)."""
+    """The `mq_*` series of one queue for one `queue_type` (main or bisection): the
+    interface's eight, and keepgreen's `mq_stalled_seconds` (main only).
+    """
 
     repo: str
     branch: str
@@ -61,6 +63,8 @@ class QueueMetrics:
     wait_duration: Histogram = field(default_factory=Histogram)
     test_duration: Histogram = field(default_factory=Histogram)
     time_in_queue: Histogram = field(default_factory=Histogram)
+    # How long the queue has been stalled (`keepgreen.core.stall`); 0 when it is not.
+    stalled_seconds: float = 0.0
 
 
 def queue_metrics(

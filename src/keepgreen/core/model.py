@@ -422,11 +422,18 @@ class Incident:
 
 @dataclass(frozen=True, slots=True)
 class QueueSnapshot:
-    """A queue with its live entries, in queue order, and its recent incidents (newest first)."""
+    """A queue with its live entries, in queue order, and its recent incidents (newest first).
+
+    `stalled_since`: set while the queue is stalled (`keepgreen.core.stall`); `waiting_on`:
+    what it waits on then, or while it is paused with PRs in it (None: its open incident, if
+    any, says it).
+    """
 
     queue: Queue
     entries: tuple[QueueEntry, ...] = field(default=())
     incidents: tuple[Incident, ...] = field(default=())
+    stalled_since: datetime | None = None
+    waiting_on: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,10 +60,14 @@ def queue_config(queue: Queue) -> QueueConfigOut:
 
 def queue_snapshot(snapshot: QueueSnapshot) -> QueueOut:
     waiting = [i for i in snapshot.incidents if i.is_open and i.pr_number is None]
+    waiting_on = snapshot.waiting_on or (waiting[0].message if waiting else None)
+    stalled = snapshot.stalled_since
     return QueueOut(
         **queue_config(snapshot.queue).model_dump(),
         enqueuedPullRequests=[enqueued(entry) for entry in snapshot.entries],
-        waitingOn=waiting[0].message if waiting else None,
+        waitingOn=waiting_on,
+        stateReason="stalled" if stalled is not None else None,
+        stalledSince=iso(stalled) if stalled is not None else None,
         incidents=[incident_out(incident) for incident in snapshot.incidents],
     )
 

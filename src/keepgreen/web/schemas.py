@@ -329,7 +329,21 @@ class QueueOut(QueueConfigOut):
     waitingOn: str | None = Field(
         default=None,
         description="What keeps the queue from going on, in plain words (its git server "
-        "unreachable, its branch missing); null when nothing does. keepgreen's own field.",
+        "unreachable, its branch missing; when stalled, what it waits on: a check that has "
+        "not reported, a PR that is not ready; when paused with PRs in it, that it is "
+        "paused); null when nothing does. keepgreen's own field.",
+    )
+    stateReason: Literal["stalled"] | None = Field(
+        default=None,
+        description="stalled: the queue holds PRs but neither started a test run nor merged "
+        "a PR for its stallMinutes (waitingOn says what it waits on); null otherwise. A "
+        "paused queue is never stalled. keepgreen's own field.",
+    )
+    stalledSince: str | None = Field(
+        default=None,
+        description="While stalled: since when the queue has not moved on (its last run "
+        "started or PR merged, its oldest PR's submission or its last update, whichever is "
+        "latest); null otherwise. keepgreen's own field.",
     )
     incidents: list[IncidentOut] = Field(
         default_factory=list,

@@ -26,7 +26,9 @@ _QUERY_TEXT = {"type": "string", "maxLength": 600}
 
 
 class QueueMetricsCollector(Collector):
-    """Exposes precomputed queue metrics as the eight `mq_*` families."""
+    """Exposes precomputed queue metrics as the eight `mq_*` families of the interface, and
+    keepgreen's `mq_stalled_seconds`.
+    """
 
     def __init__(self, metrics: Sequence[QueueMetrics]) -> None:
         self._metrics = metrics
@@ -64,10 +66,17 @@ class QueueMetricsCollector(Collector):
             "Time from entering the queue to leaving it, last hour",
             labels=LABELS,
         )
+        stalled = GaugeMetricFamily(
+            "mq_stalled_seconds",
+            "How long the queue has held PRs without starting a test run or merging a PR, once"
+            " that passed its stallMinutes; 0 when it is not stalled",
+            labels=LABELS,
+        )
         for metrics in self._metrics:
             labels = [metrics.repo, metrics.branch, metrics.queue_type.value]
             if metrics.queue_type is TestRunKind.MAIN:
                 depth.add_metric(labels, metrics.depth)
+                stalled.add_metric(labels, metrics.stalled_seconds)
                 awaiting.add_metric(labels, metrics.awaiting_mergeability)
                 for conclusion in CONCLUSIONS:
                     conclusions.add_metric(
@@ -78,7 +87,7 @@ class QueueMetricsCollector(Collector):
             slots.add_metric(labels, metrics.testing_slots_active)
             restarts.add_metric(labels, metrics.restarts)
             _observe(test, labels, metrics.test_duration)
-        yield from (depth, awaiting, slots, conclusions, restarts, wait, test, in_queue)
+        yield from (depth, awaiting, slots, conclusions, restarts, wait, test, in_queue, stalled)
 
 
 def _observe(family: HistogramMetricFamily, labels: list[str], histogram: Histogram) -> None:
