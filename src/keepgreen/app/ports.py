@@ -468,6 +468,12 @@ class TestRunRepository(Protocol):
     def list_failed_in_bisections(
         self, queue_id: QueueId, roots: Collection[TestRunId]
     ) -> Sequence[TestRun]: ...
+    def bisection_roots(self, run_ids: Collection[TestRunId]) -> Mapping[TestRunId, TestRunId]:
+        """The failed batch run each of `run_ids` belongs to the bisection of (runs outside a
+        bisection are left out), without loading the runs.
+        """
+        ...
+
     def save_members(self, run: TestRun) -> None: ...
 
 

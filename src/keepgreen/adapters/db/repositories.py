@@ -819,6 +819,16 @@ class SqlTestRuns:
         )
         return [self._load(row) for row in rows]
 
+    def bisection_roots(self, run_ids: Collection[TestRunId]) -> Mapping[TestRunId, TestRunId]:
+        if not run_ids:
+            return {}
+        rows = self._session.execute(
+            select(TestRunRow.id, TestRunRow.bisection_root).where(
+                TestRunRow.id.in_(list(run_ids)), TestRunRow.bisection_root.is_not(None)
+            )
+        )
+        return {TestRunId(run_id): TestRunId(root) for run_id, root in rows if root}
+
     def kinds(self, run_ids: Collection[TestRunId]) -> Mapping[TestRunId, TestRunKind]:
         if not run_ids:
             return {}
