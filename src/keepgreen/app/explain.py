@@ -313,7 +313,7 @@ def _failed_summary(facts: Facts, reason: str) -> str:
     """Why the PR failed, and the evidence: the deciding run's required checks."""
     summary = f"Removed from the queue because {reason}."
     run = facts.run
-    if run is not None and run.kind is TestRunKind.BISECTION:
+    if run is not None and run.kind is TestRunKind.BISECTION and facts.bisection is None:
         summary += " Bisection of the batch found this PR to be the one that fails."
     return "\n".join([summary, *_bisection_lines(facts), *_run_lines(facts)])
 
