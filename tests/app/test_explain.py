@@ -3,8 +3,10 @@ that shows it on GitHub."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -270,3 +272,11 @@ def test_a_reason_code_without_a_sentence_reads_as_its_words() -> None:
     assert reason_text("check_never_started") == "check never started"
     assert reason_text(StateReason.TESTS_FAILED) == REASONS[StateReason.TESTS_FAILED]
     assert reason_text("tests_failed") == "its tests failed"
+
+
+def test_the_readme_lists_every_reason_code_as_stable() -> None:
+    """A new reason code is part of the API: the README's list of stable codes names it."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme[readme.index("**Reason codes are stable**") :]
+    listed = set(re.findall(r"`([a-z_]+)`", section[: section.index("\n\n")]))
+    assert listed == {reason.value for reason in StateReason}
