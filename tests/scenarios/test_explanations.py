@@ -5,8 +5,10 @@ the same words a GitHub check run shows, and the same evidence as data with a st
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+from keepgreen.app.explain import Bisection, queue_facts, render
 from tests.support.scenario import Scenario
 
 
@@ -185,3 +187,15 @@ def test_a_failed_batch_names_the_culprit_to_the_innocent_and_the_isolating_run_
             in (merged["summary"])
         )
         assert merged["evidence"]["passedRun"]["status"] == "succeeded"
+
+    # The GitHub check runs of the PRs that left say the same (the publisher's read of the queue).
+    queue = scenario.queue_row()
+    with scenario.container.unit_of_work() as uow:
+        repository = uow.repositories.get(queue.repository_id)
+        facts = queue_facts(
+            uow, queue, repository, scenario.clock(), left_within=timedelta(minutes=30)
+        )
+    shown = {fact.entry.number: render(fact) for fact in facts}
+    assert shown[4].evidence.bisection == Bisection(batch.id, None, (3,))
+    assert shown[3].evidence.bisection == Bisection(batch.id, isolating["id"], (3,))
+    assert "bisection found #3 to break it" in shown[1].summary

@@ -404,9 +404,11 @@ def queue_facts(
     # The last run of each PR that changed lately: a PR that left names the run that
     # decided it (its CI link, a bisection's verdict).
     last_run: dict[PullRequestId, TestRunId] = {}
+    runs_of: dict[PullRequestId, list[TestRunId]] = {}
     for change in uow.history.list_since([queue.id], now - left_within):
         if change.test_run_id is not None:
             last_run[change.pull_request_id] = change.test_run_id
+            runs_of.setdefault(change.pull_request_id, []).append(change.test_run_id)
         else:
             last_run.setdefault(change.pull_request_id, TestRunId(""))
     known = {entry.id for entry in live}
@@ -415,7 +417,10 @@ def queue_facts(
         for entry in (uow.entries.get(entry_id) for entry_id in last_run.keys() - known)
         if entry.state.is_terminal and entry.state_changed_at >= now - left_within
     ]
-    return [
+    # A PR that left names the culprits of a bisection it was part of: one read finds which
+    # of them were in one, and only those read the bisection's failed runs.
+    roots = uow.test_runs.bisection_roots([r for entry in left for r in runs_of.get(entry.id, ())])
+    facts = [
         _facts_of(
             uow,
             repository,
@@ -426,6 +431,19 @@ def queue_facts(
             now=now,
         )
         for entry in (*live, *left)
+    ]
+    return [
+        replace(
+            fact,
+            bisection=_bisection(
+                uow,
+                fact.entry,
+                list(dict.fromkeys(roots[r] for r in runs_of.get(fact.entry.id, ()) if r in roots)),
+            ),
+        )
+        if fact.entry.state.is_terminal
+        else fact
+        for fact in facts
     ]
 
 
