@@ -8,7 +8,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from keepgreen.app.explain import Bisection, queue_facts, render
+from keepgreen.app.explain import Bisection, render
+from keepgreen.app.explain_facts import queue_facts
 from tests.support.scenario import Scenario
 
 
