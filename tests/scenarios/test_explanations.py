@@ -200,3 +200,37 @@ def test_a_failed_batch_names_the_culprit_to_the_innocent_and_the_isolating_run_
     assert shown[4].evidence.bisection == Bisection(batch.id, None, (3,))
     assert shown[3].evidence.bisection == Bisection(batch.id, isolating["id"], (3,))
     assert "bisection found #3 to break it" in shown[1].summary
+
+
+def test_a_pr_of_two_failed_batches_names_the_culprits_of_both_and_the_last_batch(
+    scenario: Scenario,
+) -> None:
+    """PRs 2 and 3 are bad: the batch 1-4 is bisected to PR 2, then 3 and 4 form a new batch
+    that is bisected to PR 3. PR 4, in both, names both culprits and the second batch.
+    """
+    scenario.create_queue(
+        batch=True,
+        batchingMinSize=4,
+        bisectionConcurrency=2,
+        optimizationMode="bisection_skip_redundant_tests",
+    )
+    for number in (1, 2, 3, 4):
+        scenario.pr(number, {f"f{number}.txt": f"{number}\n"}, bad=number in (2, 3))
+        scenario.submit(number)
+    scenario.settle()
+    for _ in range(4):  # leftovers wait for a batch to form again
+        scenario.clock.advance(minutes=6)
+        scenario.settle()
+
+    batches = [run for run in scenario.all_runs() if run.bisection_root == run.id]
+    assert [scenario.numbers(run.tested_prs) for run in batches] == [(1, 2, 3, 4), (3, 4)]
+    last = explanation(scenario, 4)
+    assert last["verdict"] == "success"
+    assert last["evidence"]["bisection"] == {
+        "batchRun": batches[-1].id,
+        "isolatingRun": None,
+        "culprits": [2, 3],
+    }
+    culprit = explanation(scenario, 3)
+    assert culprit["evidence"]["bisection"]["batchRun"] == batches[-1].id
+    assert culprit["evidence"]["bisection"]["isolatingRun"] == culprit["evidence"]["testRun"]["id"]

@@ -5,7 +5,7 @@ or those of a whole queue for the GitHub App's check runs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -64,14 +64,9 @@ def queue_facts(
     ]
     return [
         replace(
-            fact,
-            bisection=_bisection(
-                uow,
-                fact.entry,
-                list(dict.fromkeys(roots[r] for r in runs_of.get(fact.entry.id, ()) if r in roots)),
-            ),
+            fact, bisection=_bisection(uow, fact.entry, _in_order(runs_of[fact.entry.id], roots))
         )
-        if fact.entry.state.is_terminal
+        if fact.entry.state.is_terminal and fact.entry.id in runs_of
         else fact
         for fact in facts
     ]
@@ -101,10 +96,17 @@ def entry_facts(
     # The bisections it was part of: those of its history's runs once it left, else that
     # of the run that tests it now.
     if history_runs:
-        roots = list(dict.fromkeys(uow.test_runs.bisection_roots(history_runs).values()))
+        roots = _in_order(history_runs, uow.test_runs.bisection_roots(history_runs))
     else:
         roots = [facts.run.bisection_root] if facts.run and facts.run.bisection_root else []
     return replace(facts, bisection=_bisection(uow, entry, roots))
+
+
+def _in_order(
+    run_ids: Sequence[TestRunId], roots: Mapping[TestRunId, TestRunId]
+) -> list[TestRunId]:
+    """The bisections `run_ids` (a PR's history, oldest first) belong to, oldest first."""
+    return list(dict.fromkeys(roots[run_id] for run_id in run_ids if run_id in roots))
 
 
 def _bisection(uow: UnitOfWork, entry: QueueEntry, roots: Sequence[TestRunId]) -> Bisection | None:
