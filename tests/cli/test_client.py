@@ -364,6 +364,8 @@ EVERY_OPTION = (
     "--batching-max-wait-minutes", "7", "--batching-min-size", "3", "--direct-merge", "always",
     "--merge-method", "rebase", "--optimization-mode", "bisection_skip_redundant_tests",
     "--required-status", "ci/build", "--required-status", "lint",
+    "--check-start-timeout-minutes", "12", "--adaptive-testing-timeout", "--stall-minutes", "20",
+    "--accept-skipped-checks", "--max-retries", "2", "--flaky-failures", "pass",
 )  # fmt: skip
 
 
@@ -388,6 +390,12 @@ def test_queue_update_sets_every_option_given(cli: Cli, queued: GitRepo) -> None
         "mergeMethod": "rebase",
         "optimizationMode": "bisection_skip_redundant_tests",
         "requiredStatuses": ["ci/build", "lint"],
+        "checkStartTimeoutMinutes": 12,
+        "adaptiveTestingTimeout": True,
+        "stallMinutes": 20,
+        "acceptSkippedChecks": True,
+        "maxRetries": 2,
+        "flakyFailures": "pass",
         # Not settable from the CLI; they keep their defaults.
         "createPrsForTestingBranches": False,
         "commentsEnabled": False,

@@ -29,7 +29,10 @@ def running_state(**run_overrides: object) -> EngineState:
     fields: dict[str, object] = {"required_statuses": (BUILT_IN_CI_CONTEXT,), "started_at": T0}
     run = make_run(**{**fields, **run_overrides})
     entry = make_entry(number=1, state=PrState.TESTING, state_reason=StateReason.TESTS_STARTED)
-    queue = make_queue(config=QueueConfig(testing_timeout_minutes=300))
+    # No check start timeout: these runs have no status for hours, and this is about the loss.
+    queue = make_queue(
+        config=QueueConfig(testing_timeout_minutes=300, check_start_timeout_minutes=0)
+    )
     return EngineState(queue=queue, entries=(entry,), runs=(run,))
 
 

@@ -16,8 +16,12 @@ what a merge queue promises:
   at most one open run tests any entry;
 
 and at the end, once the queue runs and CI answers, every PR reaches a terminal state: bad PRs
-fail, PRs nobody cancelled are never cancelled, and without flaky PRs every good PR that
-conflicts with no other merges.
+fail, PRs nobody cancelled are never cancelled, and without flaky PRs, lost CI runs or refused
+skipped checks every good PR that conflicts with no other merges.
+
+The queue's own settings are drawn too: retries, the check start timeout (CI may lose a test
+commit and never start its check), skipped checks accepted or refused (a PR's first run may be
+skipped), the adaptive testing timeout, and what the flaky-test data knows (off, retry, pass).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from hypothesis.stateful import (
 from keepgreen.core.enums import (
     CommitState,
     DirectMergeMode,
+    FlakyFailures,
     OptimizationMode,
     PrState,
     QueueMode,
@@ -50,6 +55,7 @@ from keepgreen.core.priority import Priority, priority_from_name
 from keepgreen.core.scheduler import (
     Event,
     Land,
+    Policy,
     PrHeadMoved,
     QueueConfigChanged,
     RestartRequested,
@@ -81,6 +87,7 @@ class Submitted:
     priority: Priority
     bad: bool
     flaky: bool
+    skipped: bool = False
 
 
 @dataclass
@@ -111,6 +118,7 @@ class PrSpec:
     no_batch: bool
     targets: Targets
     up_to_date: bool
+    skipped: bool = False
 
 
 pr_specs = st.builds(
@@ -122,6 +130,7 @@ pr_specs = st.builds(
     no_batch=st.integers(0, 4).map(lambda n: n == 0),
     targets=st.sampled_from(TARGETS),
     up_to_date=st.booleans(),
+    skipped=st.integers(0, 7).map(lambda n: n == 0),
 )
 
 configs = st.builds(
@@ -138,6 +147,11 @@ configs = st.builds(
     optimization_mode=st.sampled_from(
         [OptimizationMode.OFF, OptimizationMode.BISECTION_SKIP_REDUNDANT_TESTS]
     ),
+    check_start_timeout_minutes=st.sampled_from([0, 20]),
+    adaptive_testing_timeout=st.booleans(),
+    accept_skipped_checks=st.booleans(),
+    max_retries=st.integers(0, 2),
+    flaky_failures=st.sampled_from(list(FlakyFailures)),
 )
 
 
@@ -154,6 +168,7 @@ class MergeQueueMachine(RuleBasedStateMachine):
         self.exact: dict[int, bool] = {}
         self.violations: list[str] = []
         self.race: str | None = None
+        self.lost = False  # CI lost a test commit: a good PR may fail as never started
 
     # -- setup --------------------------------------------------------------------------------
 
@@ -161,9 +176,19 @@ class MergeQueueMachine(RuleBasedStateMachine):
         config=configs,
         mode=st.sampled_from([QueueMode.SINGLE, QueueMode.PARALLEL]),
         specs=st.lists(pr_specs, max_size=6),
+        knows_flaky=st.booleans(),
+        uploads=st.booleans(),
     )
-    def start(self, config: QueueConfig, mode: QueueMode, specs: list[PrSpec]) -> None:
-        self.world = RecordingWorld(config=config, mode=mode)
+    def start(
+        self,
+        config: QueueConfig,
+        mode: QueueMode,
+        specs: list[PrSpec],
+        knows_flaky: bool,
+        uploads: bool,
+    ) -> None:
+        self.world = RecordingWorld(config=config, mode=mode, knows_flaky=knows_flaky)
+        self.world.policy = Policy(uploads_test_results=uploads)
         self.world.on_effect = self.watch_effect
         for spec in specs:
             self.submit_one(spec)
@@ -214,7 +239,11 @@ class MergeQueueMachine(RuleBasedStateMachine):
             other = number - spec.clash_back
             self.world.conflicts.add(frozenset({number, other}))
             self.conflicted |= {number, other}
-        self.prs[number] = Submitted(number, spec.targets, spec.priority, spec.bad, spec.flaky)
+        self.prs[number] = Submitted(
+            number, spec.targets, spec.priority, spec.bad, spec.flaky, spec.skipped
+        )
+        if spec.skipped:
+            self.world.skip_once.add(number)
         if spec.bad:
             self.world.bad.add(number)
         if spec.flaky:
@@ -252,6 +281,12 @@ class MergeQueueMachine(RuleBasedStateMachine):
     def race_the_next_landing(self, race: str) -> None:
         """Arm an event to arrive while the next landing is under way (decided, not yet done)."""
         self.race = race
+
+    @rule()
+    def lose_the_next_test_commit(self) -> None:
+        """CI never hears of the next test commit built (a lost webhook)."""
+        self.world.lost_builds += 1
+        self.lost = True
 
     @rule()
     def push_to_target(self) -> None:
@@ -390,10 +425,20 @@ class MergeQueueMachine(RuleBasedStateMachine):
                 continue
             if pr.bad:
                 assert state is PrState.FAILED, f"bad PR {number} ended {state}"
-            elif not self.world.flaky and number not in self.conflicted:
+            elif not self.disturbed(number):
                 assert state is PrState.MERGED, (
                     f"good PR {number} ended {state}: {self.story(number)}"
                 )
+
+    def disturbed(self, number: int) -> bool:
+        """Whether a good PR may have failed without a fault of the queue: flaky PRs, a
+        conflict, a lost test commit, or a skipped check the queue refuses (its own or, in a
+        batch or behind it, another PR's).
+        """
+        refused_skips = not self.world.state.queue.config.accept_skipped_checks and any(
+            pr.skipped for pr in self.prs.values()
+        )
+        return bool(self.world.flaky) or number in self.conflicted or self.lost or refused_skips
 
     def story(self, number: int) -> str:
         """PR `number`'s history, for failure messages."""

@@ -71,6 +71,15 @@ CONFIG_KEYS = {
     "optimizationMode",
     "mergeMethod",
 }
+# keepgreen's own settings beside the interface's, in updateQueue's and getQueue's answers.
+OWN_CONFIG_KEYS = {
+    "checkStartTimeoutMinutes",
+    "adaptiveTestingTimeout",
+    "stallMinutes",
+    "acceptSkippedChecks",
+    "maxRetries",
+    "flakyFailures",
+}
 # A PR as getQueue and listPullRequests list it.
 ENQUEUED_KEYS = {
     "id",

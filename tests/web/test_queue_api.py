@@ -13,6 +13,7 @@ from tests.support.wire import (
     CONFIG_KEYS,
     ENQUEUED_KEYS,
     ISO_MILLIS_Z,
+    OWN_CONFIG_KEYS,
     OWN_QUEUE_KEYS,
     REPO_JSON,
     Api,
@@ -120,6 +121,14 @@ def test_create_queue_ignores_settings_it_does_not_take(api: Api) -> None:
         ("mergeMethod", "merge_commit"),
         ("mergeMethod", "rebase"),
         ("requiredStatuses", ["ci/build", "ci/test"]),
+        ("checkStartTimeoutMinutes", 0),
+        ("checkStartTimeoutMinutes", 12),
+        ("adaptiveTestingTimeout", True),
+        ("stallMinutes", 15),
+        ("acceptSkippedChecks", True),
+        ("maxRetries", 2),
+        ("flakyFailures", "pass"),
+        ("flakyFailures", "off"),
     ],
 )
 def test_update_queue_sets_a_field_and_changes_nothing_else(
@@ -128,19 +137,19 @@ def test_update_queue_sets_a_field_and_changes_nothing_else(
     before = get_queue(queue)
     assert before[field] != value  # the update is a real change
     answered = update_queue(queue, **{field: value})
-    assert answered == {**{k: before[k] for k in CONFIG_KEYS}, field: value}
+    assert answered == {**{k: before[k] for k in CONFIG_KEYS | OWN_CONFIG_KEYS}, field: value}
     assert get_queue(queue) == {**before, field: value}
 
 
 def test_update_queue_answers_the_whole_config_without_pull_requests(queue: Api) -> None:
     answered = update_queue(queue, concurrency=2)
-    assert set(answered) == CONFIG_KEYS
+    assert set(answered) == CONFIG_KEYS | OWN_CONFIG_KEYS
     assert "enqueuedPullRequests" not in answered
 
 
 def test_update_queue_with_no_fields_changes_nothing(queue: Api) -> None:
     before = get_queue(queue)
-    assert update_queue(queue) == {k: before[k] for k in CONFIG_KEYS}
+    assert update_queue(queue) == {k: before[k] for k in CONFIG_KEYS | OWN_CONFIG_KEYS}
     assert get_queue(queue) == before
 
 
@@ -272,7 +281,9 @@ def test_update_queue_while_switching_modes_is_409(
     before = update_queue(queue, mode="parallel")
     response = queue.post("updateQueue", targetBranch="main", **fields)
     assert_error(response, 409, "mode_change_in_progress")
-    assert {k: v for k, v in get_queue(queue).items() if k in CONFIG_KEYS} == before
+    assert {
+        k: v for k, v in get_queue(queue).items() if k in CONFIG_KEYS | OWN_CONFIG_KEYS
+    } == before
 
 
 def test_mode_change_with_only_a_not_ready_pr_is_immediate(
@@ -300,7 +311,7 @@ def test_mode_change_after_the_pr_was_cancelled_is_immediate(
 
 def test_get_queue_has_exactly_the_config_and_the_pull_requests(queue: Api) -> None:
     got = get_queue(queue)
-    assert set(got) == CONFIG_KEYS | {"enqueuedPullRequests"} | OWN_QUEUE_KEYS
+    assert set(got) == CONFIG_KEYS | OWN_CONFIG_KEYS | {"enqueuedPullRequests"} | OWN_QUEUE_KEYS
     assert (got["waitingOn"], got["incidents"]) == (None, [])
 
 
@@ -543,3 +554,34 @@ def test_concurrent_deletes_delete_once(queue: Api) -> None:
             pool.map(lambda _: queue.post("deleteQueue", targetBranch="main"), range(8))
         )
     assert sorted(r.status_code for r in responses) == [200] + [404] * 7
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("maxRetries", 6),
+        ("maxRetries", -1),
+        ("stallMinutes", -1),
+        ("checkStartTimeoutMinutes", 10_081),
+        ("flakyFailures", "sometimes"),
+        ("acceptSkippedChecks", "yes"),
+    ],
+)
+def test_update_queue_refuses_own_settings_out_of_bounds(
+    queue: Api, field: str, value: object
+) -> None:
+    before = get_queue(queue)
+    assert_invalid(queue.post("updateQueue", targetBranch="main", **{field: value}), field)
+    assert get_queue(queue) == before
+
+
+def test_update_queue_own_settings_have_documented_defaults(queue: Api) -> None:
+    got = get_queue(queue)
+    assert {k: got[k] for k in OWN_CONFIG_KEYS} == {
+        "checkStartTimeoutMinutes": 30,
+        "adaptiveTestingTimeout": False,
+        "stallMinutes": 60,
+        "acceptSkippedChecks": False,
+        "maxRetries": 0,
+        "flakyFailures": "retry",
+    }

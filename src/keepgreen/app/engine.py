@@ -9,11 +9,13 @@ worker holding the queue's lease carries them out (see `worker.py`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
+from keepgreen.app.flaky.failed_runs import failed_run_tests, uploads_test_results
 from keepgreen.app.ports import Clock, UnitOfWork
 from keepgreen.app.queue_log import log_decision
 from keepgreen.app.telemetry import RunTransition, Telemetry
-from keepgreen.core.enums import PrState
+from keepgreen.core.enums import FlakyFailures, PrState
 from keepgreen.core.ids import PullRequestId, QueueId
 from keepgreen.core.model import Queue, QueueEntry, Repository, TestRun
 from keepgreen.core.scheduler import Decision, EngineState, Event, Policy, decide
@@ -38,7 +40,7 @@ class QueueEngine:
         # None: metrics go to a registry of its own that nobody reads (parts built alone).
         self._telemetry = telemetry or Telemetry()
 
-    def load(self, uow: UnitOfWork, queue: Queue) -> Loaded:
+    def load(self, uow: UnitOfWork, queue: Queue, *, now: datetime) -> Loaded:
         """The queue's state as the scheduler needs it (the caller holds the queue row lock)."""
         repository = uow.repositories.get(queue.repository_id)
         entries = live_entries(uow, queue.id)
@@ -56,6 +58,12 @@ class QueueEngine:
         shas = {run.sha for run in runs if run.sha is not None}
         shas |= {entry.head_sha for entry in entries}
         statuses = uow.statuses.states_for_shas(repository.id, shas)
+        # Uploaded JUnit results, only when the queue would use them: for the failed runs'
+        # heads alone (a few rows), and whether the repository uploads at all.
+        uses_test_results = queue.config.flaky_failures is not FlakyFailures.OFF
+        test_failures = (
+            failed_run_tests(uow.flaky, repository.id, runs) if uses_test_results else {}
+        )
         state = EngineState(
             queue=queue,
             entries=entries,
@@ -63,18 +71,22 @@ class QueueEngine:
             failed_runs=failed,
             targets=targets,
             statuses=statuses,
+            test_failures=test_failures,
             in_flight=tuple(effect for _, effect in uow.effects.list(queue.id)),
         )
         policy = Policy(
             has_built_in_ci=repository.ci_command is not None,
             test_branch_prefix=repository.test_branch_prefix,
+            uploads_test_results=(
+                uses_test_results and uploads_test_results(uow.flaky, repository.id, now=now)
+            ),
         )
         return Loaded(repository, state, policy)
 
     def advance(self, uow: UnitOfWork, queue: Queue, event: Event) -> Decision:
         """Decide `event` for `queue` and write the result into the caller's transaction."""
-        loaded = self.load(uow, queue)
         now = self._clock()
+        loaded = self.load(uow, queue, now=now)
         decision = decide(loaded.state, event, now=now, policy=loaded.policy)
         self._persist(uow, loaded.state, decision)
         uow.on_commit(lambda: log_decision(loaded.repository, loaded.state, event, decision))

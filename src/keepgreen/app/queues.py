@@ -12,6 +12,7 @@ from keepgreen.app.lookup import find_queue, find_repository
 from keepgreen.app.ports import Clock, IdFactory, UnitOfWorkFactory
 from keepgreen.core.enums import (
     DirectMergeMode,
+    FlakyFailures,
     MergeMethod,
     OptimizationMode,
     PrState,
@@ -50,6 +51,12 @@ class QueueUpdate:
     merge_method: MergeMethod | None = None
     required_statuses: tuple[str, ...] | None = None
     delete_required_statuses: bool = False
+    check_start_timeout_minutes: int | None = None
+    adaptive_testing_timeout: bool | None = None
+    stall_minutes: int | None = None
+    accept_skipped_checks: bool | None = None
+    max_retries: int | None = None
+    flaky_failures: FlakyFailures | None = None
 
 
 _CONFIG_FIELDS = (
@@ -68,6 +75,12 @@ _CONFIG_FIELDS = (
     "direct_merge_mode",
     "optimization_mode",
     "merge_method",
+    "check_start_timeout_minutes",
+    "adaptive_testing_timeout",
+    "stall_minutes",
+    "accept_skipped_checks",
+    "max_retries",
+    "flaky_failures",
 )
 
 

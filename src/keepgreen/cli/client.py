@@ -16,7 +16,14 @@ import typer
 
 from keepgreen.cli import render
 from keepgreen.cli.api import ClientError, connect, reported
-from keepgreen.core.enums import DirectMergeMode, MergeMethod, OptimizationMode, QueueMode
+from keepgreen.core.enums import (
+    DirectMergeMode,
+    FlakyFailures,
+    MergeMethod,
+    OptimizationMode,
+    QueueMode,
+)
+from keepgreen.core.limits import MAX_RETRIES
 from keepgreen.core.model import RepoRef
 
 
@@ -295,6 +302,38 @@ def queue_update(
         bool,
         typer.Option("--clear-required-statuses", help="Drop the queue's required statuses."),
     ] = False,
+    check_start_timeout_minutes: Annotated[
+        int | None,
+        typer.Option(min=0, help="A required check not started this long after its run: 0 off."),
+    ] = None,
+    adaptive_testing_timeout: Annotated[
+        bool | None,
+        typer.Option(
+            "--adaptive-testing-timeout/--fixed-testing-timeout",
+            help="Time runs out at the queue's p95 CI time plus a margin.",
+            show_default=False,
+        ),
+    ] = None,
+    stall_minutes: Annotated[
+        int | None,
+        typer.Option(min=0, help="Report a stall after this long without progress: 0 off."),
+    ] = None,
+    accept_skipped_checks: Annotated[
+        bool | None,
+        typer.Option(
+            "--accept-skipped-checks/--refuse-skipped-checks",
+            help="Whether a skipped or neutral required check counts as passed.",
+            show_default=False,
+        ),
+    ] = None,
+    max_retries: Annotated[
+        int | None,
+        typer.Option(min=0, max=MAX_RETRIES, help="Retries of a failed run before it counts."),
+    ] = None,
+    flaky_failures: Annotated[
+        FlakyFailures | None,
+        typer.Option(help="A run where only known flaky tests failed: off, retry or pass."),
+    ] = None,
     url: UrlOption = None,
     token: TokenOption = None,
     json_output: JsonOption = False,
@@ -317,6 +356,12 @@ def queue_update(
         ("optimizationMode", None if optimization_mode is None else optimization_mode.value),
         ("requiredStatuses", required_status or None),
         ("deleteRequiredStatuses", True if clear_required_statuses else None),
+        ("checkStartTimeoutMinutes", check_start_timeout_minutes),
+        ("adaptiveTestingTimeout", adaptive_testing_timeout),
+        ("stallMinutes", stall_minutes),
+        ("acceptSkippedChecks", accept_skipped_checks),
+        ("maxRetries", max_retries),
+        ("flakyFailures", None if flaky_failures is None else flaky_failures.value),
     ]
     fields = {name: value for name, value in given if value is not None}
     with reported():

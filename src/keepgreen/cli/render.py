@@ -137,9 +137,24 @@ def config_view(config: Mapping[str, Any], *, title: str) -> RenderableType:
         ("merge method", value_of(config, "mergeMethod")),
         ("optimization", value_of(config, "optimizationMode")),
         ("required statuses", Text(", ".join(map(str, statuses)) if statuses else "(none)")),
+        ("check start timeout", _minutes_or_off(config.get("checkStartTimeoutMinutes"))),
+        (
+            "testing timeout follows",
+            "the queue's p95 CI time" if config.get("adaptiveTestingTimeout") else "the setting",
+        ),
+        ("stall report after", _minutes_or_off(config.get("stallMinutes"))),
+        ("skipped checks", "count as passed" if config.get("acceptSkippedChecks") else "refused"),
+        ("max retries", value_of(config, "maxRetries")),
+        ("flaky-only failures", value_of(config, "flakyFailures")),
     ]
     _add_rows(table, rows)
     return _titled(title, table)
+
+
+def _minutes_or_off(value: object) -> str:
+    if value is None:
+        return MISSING
+    return "off" if value == 0 else f"{value} min"
 
 
 def pull_request_view(pr: Mapping[str, Any], *, title: str) -> RenderableType:

@@ -70,6 +70,16 @@ class DirectMergeMode(StrEnum):
     ALWAYS = "always"  # up to date, queue (lane) empty, own checks green: merge at once
 
 
+class FlakyFailures(StrEnum):
+    """What a queue does with a failed run whose failed tests are all known flaky or
+    quarantined (from the JUnit results uploaded for its test commit).
+    """
+
+    OFF = "off"  # the failure counts like any other
+    RETRY = "retry"  # the run is tested again (at least once, up to maxRetries)
+    PASS = "pass"  # noqa: S105 - a setting value, not a secret; the run counts as passed
+
+
 class OptimizationMode(StrEnum):
     """Optional test-saving strategies."""
 
@@ -114,6 +124,9 @@ class CommitState(StrEnum):
     SUCCESS = "success"  # CI passed
     FAILURE = "failure"  # CI failed
     ERROR = "error"  # CI could not run
+    # A check that ran nothing: it passes a run only where the queue accepts skipped checks.
+    SKIPPED = "skipped"  # the check concluded it had nothing to do
+    NEUTRAL = "neutral"  # the check concluded without a pass or fail verdict
 
 
 class StateReason(StrEnum):
@@ -149,6 +162,10 @@ class StateReason(StrEnum):
     MERGE_REFUSED = "merge_refused"  # the tested change no longer applies to the branch
     CI_LOST = "ci_lost"  # the built-in CI's worker died mid-run; the run started again
     PUSH_REJECTED = "push_rejected"  # the git server refused the landing push (a hook, a rule)
+    CHECK_NEVER_STARTED = "check_never_started"  # a required check did not start in time
+    CHECK_SKIPPED = "check_skipped"  # a required check concluded skipped or neutral
+    RETRYING = "retrying"  # its failed run is tested again alone before it counts
+    FLAKY_FAILURES_FORGIVEN = "flaky_failures_forgiven"  # only known flaky tests failed
 
 
 class IncidentKind(StrEnum):

@@ -9,3 +9,6 @@ MAX_REQUIRED_STATUSES = 100
 MAX_PAGE_TAKE = 100
 DEFAULT_PAGE_TAKE = 50
 MAX_TEXT_LENGTH = 4096  # descriptions and target URLs of commit statuses
+
+# How often a failed run may be retried before it counts (each retry is one more CI run).
+MAX_RETRIES = 5

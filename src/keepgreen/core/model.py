@@ -5,13 +5,15 @@ Frozen dataclasses only; the db adapter and the HTTP edge translate to and from 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from keepgreen.core.enums import (
     CommitState,
     DirectMergeMode,
+    FlakyFailures,
     IncidentKind,
     Mergeability,
     MergeMethod,
@@ -116,6 +118,65 @@ class QueueConfig:
     merge_method: MergeMethod = MergeMethod.SQUASH
     # None: no override is set (the repository's own CI decides); a tuple: the queue's override.
     required_statuses: tuple[str, ...] | None = None
+    # keepgreen's own settings, beside the interface's.
+    # A required check with no status at all this long after its run started: the run fails
+    # (or is retried) as "check X never started". 0: never.
+    check_start_timeout_minutes: int = 30
+    # The testing timeout follows the queue's own history: p95 of its passed runs plus a margin,
+    # never more than testing_timeout_minutes.
+    adaptive_testing_timeout: bool = False
+    # A queue holding PRs that neither merged nor started a run for this long reports a stall.
+    stall_minutes: int = 60
+    # Required checks that concluded skipped or neutral count as passed.
+    accept_skipped_checks: bool = False
+    # How often a failed run may be tested again alone before it fails or is bisected; a retry
+    # happens only when the queue's recent spurious-failure rate makes it pay.
+    max_retries: int = 0
+    flaky_failures: FlakyFailures = FlakyFailures.RETRY
+
+
+# How many passed runs' durations a queue remembers, and the weight an older failure keeps
+# each time a newer one is judged (about the last 50 failures count).
+STATS_DURATIONS = 50
+STATS_DECAY = 0.98
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """What the queue learned from its own recent runs, kept by the scheduler.
+
+    `ci_seconds`: how long its last passed runs took, oldest first. `refuted` and `confirmed`:
+    decayed counts of failures later shown spurious (the same PRs passed: a retry, a successor,
+    a bisection that found no culprit) and of failures that stood (a PR left for them).
+    `last_progress_at`: when it last merged a PR or started a run.
+    """
+
+    ci_seconds: tuple[int, ...] = ()
+    refuted: float = 0.0
+    confirmed: float = 0.0
+    last_progress_at: datetime | None = None
+
+    @property
+    def spurious_share(self) -> float:
+        """The estimated chance that a failure is spurious (Laplace's rule: 1/2 before any
+        failure was judged).
+        """
+        return (self.refuted + 1) / (self.refuted + self.confirmed + 2)
+
+    def judged(self, *, spurious: bool) -> QueueStats:
+        refuted = self.refuted * STATS_DECAY + (1 if spurious else 0)
+        confirmed = self.confirmed * STATS_DECAY + (0 if spurious else 1)
+        return replace(self, refuted=refuted, confirmed=confirmed)
+
+    def passed_in(self, seconds: int) -> QueueStats:
+        return replace(self, ci_seconds=(*self.ci_seconds, seconds)[-STATS_DURATIONS:])
+
+    def p95_ci_seconds(self) -> int | None:
+        """The 95th percentile of the remembered durations; None with fewer than 20."""
+        if len(self.ci_seconds) < 20:
+            return None
+        ordered = sorted(self.ci_seconds)
+        return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +203,7 @@ class Queue:
     # The status checks the code host's branch protection requires of the branch (GitHub's
     # rules and rulesets), as the worker last read them; None: not read, or not on GitHub.
     host_required_statuses: tuple[str, ...] | None = None
+    stats: QueueStats = field(default_factory=QueueStats)
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +276,9 @@ class StateChange:
     reason: StateReason
     at: datetime
     test_run_id: TestRunId | None = None
+    # What the reason alone does not say: the check that never started, the flaky tests that
+    # were forgiven, the attempt of a retry.
+    detail: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +326,10 @@ class TestRun:
     bisection_root: TestRunId | None = None
     started_at: datetime | None = None
     closed_at: datetime | None = None
+    # 0 for a first run; n for its n-th retry (the same PRs on the same predicted branch).
+    attempt: int = 0
+    # What failed it, in a few words (the checks that never started or were skipped).
+    failure_detail: str | None = None
 
     @property
     def members(self) -> tuple[PullRequestId, ...]:

@@ -54,6 +54,7 @@ from keepgreen.core.scheduler import (
     decide,
 )
 from keepgreen.core.scheduler.effects import Effect
+from keepgreen.core.scheduler.state import TestFailures
 
 CI_CONTEXT = "ci"
 
@@ -80,6 +81,14 @@ class SimulatedWorld:
     # PRs whose first CI answer fails (a deterministic flake): the first test run whose tree
     # holds one of them fails, and the PR is then forgotten here.
     fail_once: set[int] = field(default_factory=set)
+    # PRs whose first test run's required check concludes "skipped" (CI ran nothing).
+    skip_once: set[int] = field(default_factory=set)
+    # The next test commits CI never picks up (a lost webhook, a stuck runner): no status.
+    lost_builds: int = 0
+    # Whether keepgreen's flaky-test data knows the tests that fail by chance: a spurious
+    # failure then comes with JUnit results naming only a known flaky test, and a real one
+    # with a failed test that is not flaky.
+    knows_flaky: bool = False
     seed: int = 0
     now: datetime = field(default_factory=lambda: datetime(2026, 1, 1, tzinfo=UTC))
 
@@ -107,6 +116,7 @@ class SimulatedWorld:
         self.landings: list[Landing] = []
         self.ci_pending: dict[str, datetime] = {}  # sha -> when CI answers
         self.statuses: dict[str, dict[str, CommitState]] = {}
+        self.test_failures: dict[str, TestFailures] = {}
         self.outbox: list[Effect] = []
         self.ci_seconds = 600
         self.on_effect: Callable[[Effect], None] | None = None
@@ -131,7 +141,7 @@ class SimulatedWorld:
     # -- driving the scheduler -------------------------------------------------------------
 
     def feed(self, event: Event) -> None:
-        self.state = replace(self.state, statuses=self.statuses)
+        self.state = replace(self.state, statuses=self.statuses, test_failures=self.test_failures)
         decision = decide(self.state, event, now=self.now, policy=self.policy)
         self.state = decision.state
         self.history.extend(decision.changes)
@@ -225,21 +235,37 @@ class SimulatedWorld:
             merged = self.commit(tree | self.trees[head])
             links.append(ChainLink(number, head, merged, _tree_name(tree | {number})))
             current = merged
-        self.ci_pending[current] = self.now + timedelta(seconds=self.ci_seconds)
+        if self.lost_builds:
+            self.lost_builds -= 1  # CI never hears of this commit
+        else:
+            self.ci_pending[current] = self.now + timedelta(seconds=self.ci_seconds)
+            self.statuses[current] = {CI_CONTEXT: CommitState.PENDING}  # CI starts at once
         base_tree = _tree_name(self.trees[effect.base_sha])
         self.feed(TestCommitBuilt(effect.run_id, base_tree, tuple(links)))
 
     def ci_result(self, sha: str) -> CommitState:
         tree = self.trees[sha]
         if tree & self.bad:
-            return CommitState.FAILURE
+            return self.failed(sha, spurious=False)
+        if tree & self.skip_once:
+            self.skip_once -= tree
+            return CommitState.SKIPPED
         if tree & self.fail_once:
             self.fail_once -= tree
-            return CommitState.FAILURE
+            return self.failed(sha, spurious=True)
         for number in sorted(tree):
             if self.rng.random() < self.flaky.get(number, 0.0):
-                return CommitState.FAILURE
+                return self.failed(sha, spurious=True)
         return CommitState.SUCCESS
+
+    def failed(self, sha: str, *, spurious: bool) -> CommitState:
+        """A failure; with `knows_flaky`, the results uploaded for it name the failed test."""
+        if self.knows_flaky:
+            if spurious:
+                self.test_failures[sha] = TestFailures(flaky=("test_flaky",), other=())
+            else:
+                self.test_failures[sha] = TestFailures(flaky=(), other=("test_broken_by_pr",))
+        return CommitState.FAILURE
 
     def land(self, effect: Land) -> None:
         if self.tip != effect.expected_tip:

@@ -50,6 +50,12 @@ def queue_config(queue: Queue) -> QueueConfigOut:
         directMergeMode=config.direct_merge_mode,
         optimizationMode=config.optimization_mode,
         mergeMethod=config.merge_method,
+        checkStartTimeoutMinutes=config.check_start_timeout_minutes,
+        adaptiveTestingTimeout=config.adaptive_testing_timeout,
+        stallMinutes=config.stall_minutes,
+        acceptSkippedChecks=config.accept_skipped_checks,
+        maxRetries=config.max_retries,
+        flakyFailures=config.flaky_failures,
     )
 
 
@@ -209,4 +215,9 @@ def testing_details(details: TestRunDetails) -> TestingDetails:
 
 
 def _upper(state: CommitState) -> str:
+    """The interface's status states are GitHub's (ERROR, FAILURE, PENDING, SUCCESS): a check
+    that concluded skipped or neutral is shown as GitHub shows it, a success.
+    """
+    if state in (CommitState.SKIPPED, CommitState.NEUTRAL):
+        return "SUCCESS"
     return state.value.upper()

@@ -22,6 +22,7 @@ from pydantic import (
 from keepgreen.core.enums import (
     CommitState,
     DirectMergeMode,
+    FlakyFailures,
     IncidentKind,
     Mergeability,
     MergeMethod,
@@ -50,6 +51,7 @@ from keepgreen.web.wire import (
     PlainName,
     PositivePrNumber,
     PrNumber,
+    Retries,
     Sha,
     Take,
     refuse_lone_surrogates,
@@ -210,6 +212,13 @@ class UpdateQueueRequest(QueueRequest):
     mergeMethod: Annotated[MergeMethod, AnyCase] | None = None
     requiredStatuses: RequiredStatuses | None = None
     deleteRequiredStatuses: Flag | None = None
+    # keepgreen's own settings (not in the interface).
+    checkStartTimeoutMinutes: Minutes | None = None
+    adaptiveTestingTimeout: Flag | None = None
+    stallMinutes: Minutes | None = None
+    acceptSkippedChecks: Flag | None = None
+    maxRetries: Retries | None = None
+    flakyFailures: Annotated[FlakyFailures, AnyCase] | None = None
 
 
 class ListPullRequestsRequest(QueueRequest):
@@ -289,6 +298,13 @@ class QueueConfigOut(Response):
     directMergeMode: DirectMergeMode
     optimizationMode: OptimizationMode
     mergeMethod: MergeMethod
+    # keepgreen's own settings (not in the interface).
+    checkStartTimeoutMinutes: int
+    adaptiveTestingTimeout: bool
+    stallMinutes: int
+    acceptSkippedChecks: bool
+    maxRetries: int
+    flakyFailures: FlakyFailures
 
 
 class IncidentOut(Response):

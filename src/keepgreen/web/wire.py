@@ -27,6 +27,7 @@ from keepgreen.core.limits import (
     MAX_PAGE_TAKE,
     MAX_PENDING_FAILURE_DEPTH,
     MAX_PR_NUMBER,
+    MAX_RETRIES,
 )
 from keepgreen.core.names import (
     BRANCH_PATTERN,
@@ -162,6 +163,7 @@ Concurrency = Annotated[int, Field(ge=1, le=MAX_CONCURRENCY), Integer]
 Minutes = Annotated[int, Field(ge=0, le=MAX_MINUTES), Integer]
 Depth = Annotated[int, Field(ge=0, le=MAX_PENDING_FAILURE_DEPTH), Integer]
 BatchSize = Annotated[int, Field(ge=1, le=MAX_BATCH_SIZE), Integer]
+Retries = Annotated[int, Field(ge=0, le=MAX_RETRIES), Integer]
 Take = Annotated[int, Field(ge=1, le=MAX_PAGE_TAKE), Integer]
 
 

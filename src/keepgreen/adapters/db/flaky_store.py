@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    and_,
     bindparam,
     delete,
     func,
@@ -43,6 +44,7 @@ from keepgreen.adapters.db.tables import (
 from keepgreen.app.flaky.settings import FlakySettings, monitors_from_dict, monitors_to_dict
 from keepgreen.app.flaky.store import (
     CommitDelta,
+    FailedOnCommit,
     FailureDelta,
     HourDelta,
     ResultRecord,
@@ -57,6 +59,7 @@ from keepgreen.core.flaky.monitors import (
     TestStatus,
 )
 from keepgreen.core.flaky.quarantine import QuarantineOverride, QuarantineSettings
+from keepgreen.core.flaky.results import Outcome
 from keepgreen.core.ids import RepositoryId
 
 
@@ -495,6 +498,68 @@ class SqlFlakyStore:
                 )
             )
         return found
+
+    # --- reads for the merge queue --------------------------------------------------------
+
+    def failed_on_commits(
+        self, repository_id: RepositoryId, received_since: Mapping[str, datetime]
+    ) -> Mapping[str, Sequence[FailedOnCommit]]:
+        found: dict[str, dict[str, FailedOnCommit]] = {}
+        upload, result, test = TestUploadRow, TestResultRow, TestCaseRow
+        failed = and_(
+            result.repository_id == upload.repository_id,
+            result.outcome == Outcome.FAILED.value,
+            # A result's `at` is its upload's received_at (add_results): with it, the join
+            # reads only the upload's failed results through ix_test_results_repository_
+            # outcome_at instead of every result of the upload.
+            result.at == upload.received_at,
+            result.upload_id == upload.id,
+        )
+        of_result = and_(test.repository_id == result.repository_id, test.id == result.test_case_id)
+        for chunk in chunks(sorted(received_since)):
+            # The ix_test_uploads_repository_received range from the oldest time asked for;
+            # the exact time of each commit is applied below.
+            rows = self._session.execute(
+                select(
+                    upload.commit_sha,
+                    upload.received_at,
+                    test.id,
+                    test.name,
+                    test.classname,
+                    test.status,
+                    test.quarantine_override,
+                )
+                .distinct()
+                .select_from(upload)
+                .outerjoin(result, failed)
+                .outerjoin(test, of_result)
+                .where(
+                    upload.repository_id == repository_id,
+                    upload.received_at >= min(received_since[sha] for sha in chunk),
+                    upload.commit_sha.in_(chunk),
+                )
+            )
+            for sha, received_at, test_id, name, classname, status, override in rows:
+                if received_at < received_since[sha]:
+                    continue
+                on_commit = found.setdefault(sha, {})
+                if test_id is not None:
+                    on_commit[test_id] = FailedOnCommit(
+                        test_id=test_id,
+                        name=name,
+                        classname=classname,
+                        status=TestStatus(status),
+                        quarantine_override=QuarantineOverride(override) if override else None,
+                    )
+        return {sha: list(failed_tests.values()) for sha, failed_tests in found.items()}
+
+    def has_upload_since(self, repository_id: RepositoryId, since: datetime) -> bool:
+        first = self._session.scalar(
+            select(TestUploadRow.id)
+            .where(TestUploadRow.repository_id == repository_id, TestUploadRow.received_at >= since)
+            .limit(1)
+        )
+        return first is not None
 
     # --- housekeeping ---------------------------------------------------------------------
 

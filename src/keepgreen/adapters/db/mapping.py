@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
 from keepgreen.adapters.db.tables import (
     CommitStatusRow,
     ImpactedTargetsRow,
@@ -14,6 +18,7 @@ from keepgreen.adapters.db.tables import (
 from keepgreen.core.enums import (
     CommitState,
     DirectMergeMode,
+    FlakyFailures,
     IncidentKind,
     Mergeability,
     MergeMethod,
@@ -34,6 +39,7 @@ from keepgreen.core.model import (
     Queue,
     QueueConfig,
     QueueEntry,
+    QueueStats,
     Readiness,
     RepoRef,
     Repository,
@@ -105,6 +111,12 @@ def queue_from_row(row: QueueRow) -> Queue:
         optimization_mode=OptimizationMode(row.optimization_mode),
         merge_method=MergeMethod(row.merge_method),
         required_statuses=(None if row.required_statuses is None else tuple(row.required_statuses)),
+        check_start_timeout_minutes=row.check_start_timeout_minutes,
+        adaptive_testing_timeout=row.adaptive_testing_timeout,
+        stall_minutes=row.stall_minutes,
+        accept_skipped_checks=row.accept_skipped_checks,
+        max_retries=row.max_retries,
+        flaky_failures=FlakyFailures(row.flaky_failures),
     )
     return Queue(
         id=QueueId(row.id),
@@ -121,7 +133,34 @@ def queue_from_row(row: QueueRow) -> Queue:
         host_required_statuses=(
             None if row.host_required_statuses is None else tuple(row.host_required_statuses)
         ),
+        stats=stats_from_json(row.stats),
     )
+
+
+def stats_from_json(data: Mapping[str, Any] | None) -> QueueStats:
+    """The stored QueueStats; what does not read as one (an older shape) starts afresh."""
+    if not data:
+        return QueueStats()
+    try:
+        at = data.get("lastProgressAt")
+        return QueueStats(
+            ci_seconds=tuple(int(s) for s in data.get("ciSeconds", ())),
+            refuted=float(data.get("refuted", 0.0)),
+            confirmed=float(data.get("confirmed", 0.0)),
+            last_progress_at=None if at is None else datetime.fromisoformat(str(at)),
+        )
+    except (TypeError, ValueError):
+        return QueueStats()
+
+
+def stats_to_json(stats: QueueStats) -> dict[str, Any]:
+    at = stats.last_progress_at
+    return {
+        "ciSeconds": list(stats.ci_seconds),
+        "refuted": stats.refuted,
+        "confirmed": stats.confirmed,
+        "lastProgressAt": None if at is None else at.isoformat(),
+    }
 
 
 def write_queue(row: QueueRow, queue: Queue) -> None:
@@ -157,6 +196,13 @@ def write_queue(row: QueueRow, queue: Queue) -> None:
     row.host_required_statuses = (
         None if queue.host_required_statuses is None else list(queue.host_required_statuses)
     )
+    row.check_start_timeout_minutes = config.check_start_timeout_minutes
+    row.adaptive_testing_timeout = config.adaptive_testing_timeout
+    row.stall_minutes = config.stall_minutes
+    row.accept_skipped_checks = config.accept_skipped_checks
+    row.max_retries = config.max_retries
+    row.flaky_failures = config.flaky_failures.value
+    row.stats = stats_to_json(queue.stats)
 
 
 def entry_from_row(row: QueueEntryRow) -> QueueEntry:
@@ -225,6 +271,7 @@ def state_change_from_row(row: StateChangeRow) -> StateChange:
         reason=StateReason(row.reason),
         at=row.at,
         test_run_id=None if row.test_run_id is None else TestRunId(row.test_run_id),
+        detail=row.detail,
     )
 
 

@@ -463,6 +463,7 @@ class SqlHistory:
                 reason=change.reason.value,
                 at=change.at,
                 test_run_id=change.test_run_id,
+                detail=change.detail,
             )
         )
 
@@ -775,6 +776,8 @@ class SqlTestRuns:
         row.bisection_root = run.bisection_root
         row.started_at = run.started_at
         row.closed_at = run.closed_at
+        row.attempt = run.attempt
+        row.failure_detail = run.failure_detail
 
     def list_open(self, queue_id: QueueId) -> Sequence[TestRun]:
         rows = self._session.scalars(
@@ -866,6 +869,8 @@ class SqlTestRuns:
             bisection_root=None if row.bisection_root is None else TestRunId(row.bisection_root),
             started_at=row.started_at,
             closed_at=row.closed_at,
+            attempt=row.attempt,
+            failure_detail=row.failure_detail,
         )
 
 

@@ -128,6 +128,15 @@ class QueueRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
     # The checks GitHub's branch protection requires of the branch (NULL: not read).
     host_required_statuses: Mapped[list[str] | None] = mapped_column(JSON)
+    # keepgreen's own settings (beside the interface's).
+    check_start_timeout_minutes: Mapped[int] = mapped_column(Integer, server_default="30")
+    adaptive_testing_timeout: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    stall_minutes: Mapped[int] = mapped_column(Integer, server_default="60")
+    accept_skipped_checks: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    max_retries: Mapped[int] = mapped_column(Integer, server_default="0")
+    flaky_failures: Mapped[str] = mapped_column(STATE, server_default="retry")
+    # What the scheduler learned from the queue's runs (QueueStats); NULL: nothing yet.
+    stats: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class QueueLeaseRow(Base):
@@ -218,6 +227,7 @@ class StateChangeRow(Base):
     reason: Mapped[str] = mapped_column(STATE)
     at: Mapped[datetime] = mapped_column(UtcDateTime())
     test_run_id: Mapped[str | None] = mapped_column(ID)
+    detail: Mapped[str | None] = mapped_column(Text)
 
 
 class WorkerRow(Base):
@@ -273,6 +283,8 @@ class TestRunRow(Base):
     bisection_root: Mapped[str | None] = mapped_column(ID)
     started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     closed_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    attempt: Mapped[int] = mapped_column(Integer, server_default="0")
+    failure_detail: Mapped[str | None] = mapped_column(Text)
 
 
 class QueueEffectRow(Base):

@@ -94,6 +94,17 @@ class FailureRates:
 
 
 @dataclass(frozen=True, slots=True)
+class FailedOnCommit:
+    """A test with a failed attempt in an upload of one commit, as keepgreen knows it now."""
+
+    test_id: str
+    name: str
+    classname: str | None
+    status: TestStatus
+    quarantine_override: QuarantineOverride | None
+
+
+@dataclass(frozen=True, slots=True)
 class SavedStatus:
     """A test's status and monitor states after an evaluation."""
 
@@ -205,6 +216,20 @@ class FlakyStore(Protocol):
     def quarantined_ids(
         self, repository_id: RepositoryId, settings: FlakySettings, ids: Collection[str]
     ) -> set[str]: ...
+
+    def failed_on_commits(
+        self, repository_id: RepositoryId, received_since: Mapping[str, datetime]
+    ) -> Mapping[str, Sequence[FailedOnCommit]]:
+        """For each commit sha of `received_since` with at least one upload received at or
+        after the time given for it: the tests with a failed attempt in those uploads, each
+        once, in no particular order (empty when none failed). A commit with no such upload
+        is absent. Excluded uploads (an infrastructure failure) count like any other.
+        """
+        ...
+
+    def has_upload_since(self, repository_id: RepositoryId, since: datetime) -> bool:
+        """Whether the repository received an upload at or after `since`."""
+        ...
 
     def purge(self, *, results_before: datetime, rollups_before: datetime) -> int:
         """Delete raw results and uploads older than `results_before` and rollups older than

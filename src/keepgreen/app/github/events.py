@@ -38,11 +38,12 @@ from keepgreen.core.scheduler import PrClosed, PrHeadMoved
 
 log = structlog.get_logger(__name__)
 
-# GitHub's check run conclusions as commit states (`neutral` and `skipped` pass, as on GitHub).
+# GitHub's check run conclusions as commit states. `neutral` and `skipped` pass on GitHub; in
+# keepgreen they pass a test run only where the queue accepts skipped checks (no vacuous green).
 _CONCLUSIONS: dict[str, CommitState] = {
     "success": CommitState.SUCCESS,
-    "neutral": CommitState.SUCCESS,
-    "skipped": CommitState.SUCCESS,
+    "neutral": CommitState.NEUTRAL,
+    "skipped": CommitState.SKIPPED,
     "failure": CommitState.FAILURE,
     "timed_out": CommitState.FAILURE,
     "cancelled": CommitState.FAILURE,

@@ -37,3 +37,17 @@ def is_quarantined(
     if override is QuarantineOverride.NEVER:
         return False
     return settings.auto_quarantine_flaky and status is TestStatus.FLAKY
+
+
+def is_forgivable(
+    settings: QuarantineSettings, override: QuarantineOverride | None, status: TestStatus
+) -> bool:
+    """Whether a merge queue may put a failure of this test down to the test rather than the
+    code: the test is quarantined, or known flaky without a person's NEVER.
+
+    A broken test (it fails every time) is a real failure unless someone quarantined it;
+    NEVER says its failures always count, so it wins over a flaky status here as well.
+    """
+    if is_quarantined(settings, override, status):
+        return True
+    return status is TestStatus.FLAKY and override is not QuarantineOverride.NEVER

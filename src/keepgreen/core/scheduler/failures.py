@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
+from datetime import timedelta
 
 from keepgreen.core.enums import (
+    FlakyFailures,
     OptimizationMode,
     PrState,
     QueueState,
@@ -15,6 +18,17 @@ from keepgreen.core.enums import (
 from keepgreen.core.ids import PullRequestId
 from keepgreen.core.model import QueueEntry, TestRun
 from keepgreen.core.scheduler.working import RUNNING, Working
+
+# Failures that may be spurious: a retry can tell. (A merge conflict, a skipped check or a
+# failure found by the redundant-test cache would only repeat.)
+RETRYABLE = frozenset(
+    {StateReason.TESTS_FAILED, StateReason.TEST_RUN_TIMEOUT, StateReason.CHECK_NEVER_STARTED}
+)
+# What ejecting a good PR costs, in runs: it is queued again and tested again, and the PRs
+# tested on top of it are tested again too.
+WRONG_EJECTION_RUNS = 4
+# How long a failed run waits for its JUnit results before it counts without them.
+RESULTS_GRACE = timedelta(minutes=5)
 
 
 class Failures(Working):
@@ -38,6 +52,8 @@ class Failures(Working):
             ]
             if not group:
                 continue
+            if self.settle_flaky(run, group):
+                continue
             if run.failure_reason is StateReason.PREDECESSOR_CHANGED:
                 # Its branch could not be built because of a PR ahead (`conflict_ahead`): no
                 # blame. Once the PRs ahead have left (merged: a failure makes the run stale),
@@ -57,12 +73,104 @@ class Failures(Working):
                 run, order, deps
             ):
                 continue
-            if len(group) == 1:
+            if self.retry_pays(run, group):
+                self.retry(run, group, self.failure_words(run))
+            elif len(group) == 1:
                 reason = run.failure_reason or StateReason.TESTS_FAILED
-                self.move(group[0], PrState.FAILED, reason, run_id=run.id)
+                detail = run.failure_detail
+                self.move(group[0], PrState.FAILED, reason, run_id=run.id, detail=detail)
                 self.close_run(run)
+                if reason in RETRYABLE:
+                    self.judged(spurious=False)
             else:
                 self.bisect(run, group)
+
+    def settle_flaky(self, run: TestRun, group: list[QueueEntry]) -> bool:
+        """`flakyFailures`: a failed run whose uploaded results show only known flaky or
+        quarantined tests failing passes (`pass`) or is retried (`retry`, at least once). While
+        results may still arrive (the repository uploads them), the failure waits a little.
+        Returns True when the run was settled here (or waits).
+        """
+        action = self.queue.config.flaky_failures
+        if action is FlakyFailures.OFF or run.failure_reason is not StateReason.TESTS_FAILED:
+            return False
+        failures = self.test_failures.get(run.sha or "")
+        if failures is None:
+            finished = run.finished_at or self.now
+            return self.policy.uploads_test_results and self.now < finished + RESULTS_GRACE
+        if not failures.only_flaky:
+            return False
+        why = "only known flaky tests failed: " + ", ".join(failures.flaky)
+        if action is FlakyFailures.PASS:
+            self.put_run(
+                replace(
+                    run,
+                    status=TestRunStatus.SUCCEEDED,
+                    failure_reason=StateReason.FLAKY_FAILURES_FORGIVEN,
+                    failure_detail=why,
+                )
+            )
+            for entry in group:
+                self.move(
+                    entry,
+                    PrState.TESTS_PASSED,
+                    StateReason.FLAKY_FAILURES_FORGIVEN,
+                    run_id=run.id,
+                    verified_by=run.id,
+                    detail=why,
+                )
+            self.judged(spurious=True)
+            return True
+        if run.attempt < max(1, self.queue.config.max_retries):
+            self.retry(run, group, why)
+            return True
+        return False
+
+    def retry_pays(self, run: TestRun, group: list[QueueEntry]) -> bool:
+        """Retry a failed run alone (up to `maxRetries`) when that is cheaper in expectation:
+        the chance the failure is spurious (the queue's recent record) times what a wrong
+        verdict costs (a good PR ejected and queued again; a bisection of the batch) is more
+        than the one run a retry costs. A check that never started is retried while retries
+        remain: that is no verdict on the code.
+        """
+        if run.attempt >= self.queue.config.max_retries or run.failure_reason not in RETRYABLE:
+            return False
+        if run.failure_reason is StateReason.CHECK_NEVER_STARTED:
+            return True
+        size = len(group)
+        wrong_verdict = WRONG_EJECTION_RUNS if size == 1 else 2 * math.ceil(math.log2(size))
+        return self.queue.stats.spurious_share * wrong_verdict > 1
+
+    def retry(self, run: TestRun, group: list[QueueEntry], why: str) -> None:
+        """Test the failed group again, alone, on the same predicted branch (the PRs ahead that
+        merged meanwhile are in the tip now).
+        """
+        tested = tuple(entry.id for entry in group)
+        dependents = tuple(d for d in run.dependent_prs if d in self.entries)
+        self.close_run(run)
+        created = self.new_run(
+            tested=tested,
+            dependents=dependents,
+            kind=run.kind,
+            status=TestRunStatus.IN_PROGRESS,
+            root=run.bisection_root,
+            attempt=run.attempt + 1,
+        )
+        total = max(self.queue.config.max_retries, created.attempt) + 1
+        for entry_id in tested:
+            self.move(
+                self.entries[entry_id],
+                PrState.TESTING,
+                StateReason.RETRYING,
+                run_id=created.id,
+                detail=f"attempt {created.attempt + 1} of {total}: {why}",
+            )
+
+    @staticmethod
+    def failure_words(run: TestRun) -> str:
+        reason = run.failure_reason or StateReason.TESTS_FAILED
+        words = reason.value.replace("_", " ")
+        return f"{words} ({run.failure_detail})" if run.failure_detail else words
 
     def awaits_successors(
         self,

@@ -170,6 +170,8 @@ class Landing(Working):
                     continue
                 if not entry.state.is_admitted:
                     continue
+                if entry.state is PrState.PENDING_FAILURE:
+                    self.judged(spurious=True)  # its own failure was refuted by this pass
                 # Its own run, if any, closes once nothing follows it (close_unused_runs).
                 self.move(
                     entry,

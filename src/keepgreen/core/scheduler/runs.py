@@ -26,7 +26,7 @@ from keepgreen.core.scheduler.landing import Landing
 from keepgreen.core.scheduler.state import (
     BUILT_IN_CI_CONTEXT,
 )
-from keepgreen.core.scheduler.working import FAILING
+from keepgreen.core.scheduler.working import FAILING, PASSING, SKIPPED
 
 
 class Runs(Landing):
@@ -159,7 +159,7 @@ class Runs(Landing):
         sha = links[-1].commit if links else run.base_sha
         self.put_run(replace(run, sha=sha, base_tree=base_tree, chain=links))
         if self.policy.has_built_in_ci and BUILT_IN_CI_CONTEXT in run.required_statuses:
-            timeout = self.queue.config.testing_timeout_minutes * 60
+            timeout = self.testing_timeout_seconds()
             self.emit(StartCi(run_id, sha, timeout))
 
     def ci_lost(self, run_id: TestRunId) -> None:
@@ -184,7 +184,7 @@ class Runs(Landing):
         if any(isinstance(e, StartCi | CancelCi) and e.run_id == run_id for e in self.in_flight):
             return
         self.put_run(replace(run, started_at=self.now))
-        self.emit(StartCi(run_id, run.sha, self.queue.config.testing_timeout_minutes * 60))
+        self.emit(StartCi(run_id, run.sha, self.testing_timeout_seconds()))
         for entry_id in run.tested_prs:
             entry = self.entries.get(entry_id)
             if entry is not None:
@@ -212,35 +212,77 @@ class Runs(Landing):
                 self.invalidate(other, StateReason.TARGET_BRANCH_MOVED)
 
     def time_out_runs(self) -> None:
-        limit = timedelta(minutes=self.queue.config.testing_timeout_minutes)
+        """A run without a result fails after the testing timeout; a built run whose required
+        check has not even started (no status at all) fails sooner, after the check start
+        timeout: "check X never started" instead of a silent wait.
+        """
+        limit = timedelta(seconds=self.testing_timeout_seconds())
+        start_limit = timedelta(minutes=self.queue.config.check_start_timeout_minutes)
         for run in list(self.runs.values()):
+            if run.status is not TestRunStatus.IN_PROGRESS:
+                continue
             started = run.started_at or run.created_at
-            if run.status is TestRunStatus.IN_PROGRESS and self.now >= started + limit:
-                self.put_run(
-                    replace(
-                        run,
-                        status=TestRunStatus.FAILED,
-                        failure_reason=StateReason.TEST_RUN_TIMEOUT,
-                        finished_at=self.now,
-                    )
-                )
-                if self.policy.has_built_in_ci:
-                    self.emit(CancelCi(run.id))
+            if self.now >= started + limit:
+                self.fail_run(run, StateReason.TEST_RUN_TIMEOUT)
+                continue
+            if run.sha is None or not start_limit or self.now < started + start_limit:
+                continue
+            reported = self.statuses.get(run.sha, {})
+            missing = [context for context in run.required_statuses if context not in reported]
+            if missing:
+                self.fail_run(run, StateReason.CHECK_NEVER_STARTED, ", ".join(missing))
+
+    def fail_run(self, run: TestRun, reason: StateReason, detail: str | None = None) -> None:
+        failed = replace(
+            run,
+            status=TestRunStatus.FAILED,
+            failure_reason=reason,
+            failure_detail=detail,
+            finished_at=self.now,
+        )
+        self.put_run(failed)
+        if self.policy.has_built_in_ci:
+            self.emit(CancelCi(run.id))
 
     def read_statuses(self) -> None:
-        """A run passes when every required status is success on its head; any failure fails it."""
+        """A run passes when every required status is success on its head (or, where the queue
+        accepts them, skipped or neutral); any failure fails it. A required check that
+        concluded skipped or neutral fails it where the queue does not accept them: nothing was
+        tested, and a run passes only on real results.
+        """
+        accept = self.queue.config.accept_skipped_checks
+        passing = PASSING | SKIPPED if accept else PASSING
         for run in list(self.runs.values()):
             if run.status is not TestRunStatus.IN_PROGRESS or run.sha is None:
                 continue
             reported = self.statuses.get(run.sha, {})
             required = [reported.get(context) for context in run.required_statuses]
+            skipped = [c for c in run.required_statuses if reported.get(c) in SKIPPED]
             if any(state in FAILING for state in required):
-                status, reason = TestRunStatus.FAILED, StateReason.TESTS_FAILED
-            elif required and all(state is CommitState.SUCCESS for state in required):
-                status, reason = TestRunStatus.SUCCEEDED, None
-            else:
-                continue
-            self.put_run(replace(run, status=status, failure_reason=reason, finished_at=self.now))
+                self.put_run(
+                    replace(
+                        run,
+                        status=TestRunStatus.FAILED,
+                        failure_reason=StateReason.TESTS_FAILED,
+                        finished_at=self.now,
+                    )
+                )
+            elif skipped and not accept:
+                self.fail_run(run, StateReason.CHECK_SKIPPED, ", ".join(skipped))
+            elif required and all(state in passing for state in required):
+                self.put_run(
+                    replace(
+                        run,
+                        status=TestRunStatus.SUCCEEDED,
+                        failure_reason=None,
+                        finished_at=self.now,
+                    )
+                )
+                seconds = int((self.now - (run.started_at or run.created_at)).total_seconds())
+                self.queue = replace(self.queue, stats=self.queue.stats.passed_in(seconds))
+                if run.attempt:
+                    # The retry passed: the failure before it was spurious.
+                    self.judged(spurious=True)
 
     def drop_stale_runs(self) -> None:
         """A run whose predicted branch no longer matches the queue is abandoned; its entries

@@ -27,6 +27,9 @@ class Policy:
     # Test branches are `<prefix>/pr-<N>/<testRunId>`; a run keeps the name it was given, so a
     # prefix changed while runs are open names only the runs made after the change.
     test_branch_prefix: str = DEFAULT_TEST_BRANCH_PREFIX
+    # The repository uploads JUnit results (it did lately): a failed run waits a little for
+    # them before it counts, so that failures of known flaky tests can be told apart.
+    uploads_test_results: bool = False
 
     def required_statuses(self, queue: Queue) -> tuple[str, ...]:
         """The queue's override; else what the code host's branch protection requires (on
@@ -40,6 +43,22 @@ class Policy:
 
 
 @dataclass(frozen=True, slots=True)
+class TestFailures:
+    """What the JUnit results uploaded for one test commit say about its failed tests: those
+    known flaky or quarantined in keepgreen's flaky-test data, and the others.
+    """
+
+    __test__ = False
+
+    flaky: tuple[str, ...]
+    other: tuple[str, ...]
+
+    @property
+    def only_flaky(self) -> bool:
+        return bool(self.flaky) and not self.other
+
+
+@dataclass(frozen=True, slots=True)
 class EngineState:
     """One queue as the scheduler sees it.
 
@@ -47,6 +66,7 @@ class EngineState:
     closed failed runs of bisections still going (the redundant-test cache). `targets` maps an
     entry to the impacted targets uploaded for its current head (None: ALL; absent: none).
     `statuses` holds the commit statuses of run heads and entry heads, by sha then context.
+    `test_failures` holds, by sha, what uploaded test results say about failed runs' heads.
     `in_flight` are effects decided but not yet carried out (the outbox).
     """
 
@@ -56,6 +76,7 @@ class EngineState:
     failed_runs: tuple[TestRun, ...] = ()
     targets: Mapping[PullRequestId, tuple[str, ...] | None] = field(default_factory=dict)
     statuses: Mapping[str, Mapping[str, CommitState]] = field(default_factory=dict)
+    test_failures: Mapping[str, TestFailures] = field(default_factory=dict)
     in_flight: tuple[Effect, ...] = ()
 
 

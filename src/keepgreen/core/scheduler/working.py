@@ -36,6 +36,11 @@ from keepgreen.core.scheduler.state import (
 
 _RUN_ID_NAMESPACE = uuid.UUID("5b0f4c52-8a53-4c1e-9d3e-6f2f1b1c7a10")
 FAILING = frozenset({CommitState.FAILURE, CommitState.ERROR})
+PASSING = frozenset({CommitState.SUCCESS})
+SKIPPED = frozenset({CommitState.SKIPPED, CommitState.NEUTRAL})
+# The adaptive testing timeout: the queue's p95 CI time times this, plus the margin.
+TIMEOUT_FACTOR = 1.25
+TIMEOUT_MARGIN_SECONDS = 10 * 60
 RUNNING = frozenset({TestRunStatus.QUEUED, TestRunStatus.IN_PROGRESS})
 
 
@@ -56,6 +61,7 @@ class Working:
         self.failed_runs = list(state.failed_runs)
         self.targets = dict(state.targets)
         self.statuses = state.statuses
+        self.test_failures = state.test_failures
         self.in_flight: list[Effect] = list(state.in_flight)
         self.effects: list[Effect] = []
         self.changes: list[StateChange] = []
@@ -73,6 +79,7 @@ class Working:
             failed_runs=tuple(r for r in self.failed_runs if r.bisection_root in open_roots),
             targets={k: v for k, v in self.targets.items() if k in self.entries},
             statuses=self.statuses,
+            test_failures=self.test_failures,
             in_flight=tuple(self.in_flight),
         )
         return Decision(
@@ -96,8 +103,9 @@ class Working:
         *,
         run_id: TestRunId | None = None,
         verified_by: TestRunId | None = None,
+        detail: str | None = None,
     ) -> QueueEntry:
-        """Change an entry's state and record the change in its history."""
+        """Change an entry's state and record the change (and `detail`) in its history."""
         updated = replace(
             entry,
             state=state,
@@ -107,8 +115,12 @@ class Working:
             is_submitted=entry.is_submitted and not state.is_terminal,
         )
         self.changes.append(
-            StateChange(entry.id, entry.queue_id, entry.state, state, reason, self.now, run_id)
+            StateChange(
+                entry.id, entry.queue_id, entry.state, state, reason, self.now, run_id, detail
+            )
         )
+        if state is PrState.MERGED:
+            self.progressed()
         if state.is_terminal:
             del self.entries[entry.id]
             self.departed[entry.id] = updated
@@ -120,6 +132,29 @@ class Working:
     def put_run(self, run: TestRun) -> None:
         self.runs[run.id] = run
         self.changed = True
+        if run.status is TestRunStatus.IN_PROGRESS and run.started_at == self.now:
+            self.progressed()
+
+    def testing_timeout_seconds(self) -> int:
+        """`testingTimeoutMinutes`; with the adaptive timeout, the queue's p95 CI time plus a
+        margin once it has seen enough passed runs, never more than the setting.
+        """
+        config = self.queue.config
+        fixed = config.testing_timeout_minutes * 60
+        p95 = self.queue.stats.p95_ci_seconds() if config.adaptive_testing_timeout else None
+        if p95 is None:
+            return fixed
+        return min(fixed, int(p95 * TIMEOUT_FACTOR) + TIMEOUT_MARGIN_SECONDS)
+
+    def judged(self, *, spurious: bool) -> None:
+        """A failure turned out spurious (the same PRs passed) or stood (a PR left for it)."""
+        self.queue = replace(self.queue, stats=self.queue.stats.judged(spurious=spurious))
+
+    def progressed(self) -> None:
+        """The queue moved on (a run started, a PR merged): it is not stalled."""
+        if self.queue.stats.last_progress_at != self.now:
+            stats = replace(self.queue.stats, last_progress_at=self.now)
+            self.queue = replace(self.queue, stats=stats)
 
     def close_run(self, run: TestRun, status: TestRunStatus | None = None) -> None:
         """Close a run: it stops counting, its CI stops and its branch is deleted."""
@@ -294,6 +329,7 @@ class Working:
         kind: TestRunKind,
         status: TestRunStatus,
         root: TestRunId | None = None,
+        attempt: int = 0,
     ) -> TestRun:
         seq = self.queue.run_seq + 1
         self.queue = replace(self.queue, run_seq=seq)
@@ -313,6 +349,7 @@ class Working:
             created_at=self.now,
             bisection_root=root,
             started_at=self.now if status is TestRunStatus.IN_PROGRESS else None,
+            attempt=attempt,
         )
         self.put_run(run)
         if status is TestRunStatus.IN_PROGRESS:

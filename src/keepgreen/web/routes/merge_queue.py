@@ -220,6 +220,12 @@ def update_queue(body: UpdateQueueRequest, org: Org, services: Services) -> Queu
         merge_method=body.mergeMethod,
         required_statuses=(None if body.requiredStatuses is None else tuple(body.requiredStatuses)),
         delete_required_statuses=bool(body.deleteRequiredStatuses),
+        check_start_timeout_minutes=body.checkStartTimeoutMinutes,
+        adaptive_testing_timeout=body.adaptiveTestingTimeout,
+        stall_minutes=body.stallMinutes,
+        accept_skipped_checks=body.acceptSkippedChecks,
+        max_retries=body.maxRetries,
+        flaky_failures=body.flakyFailures,
     )
     return queue_config(services.queues.update(org, repo_ref(body.repo), body.targetBranch, update))
 
