@@ -269,7 +269,7 @@ def test_every_reason_code_renders_in_every_state_with_its_stable_code(
 
 
 def test_a_reason_code_without_a_sentence_reads_as_its_words() -> None:
-    assert reason_text("check_never_started") == "check never started"
+    assert reason_text("a_code_added_later") == "a code added later"
     assert reason_text(StateReason.TESTS_FAILED) == REASONS[StateReason.TESTS_FAILED]
     assert reason_text("tests_failed") == "its tests failed"
 

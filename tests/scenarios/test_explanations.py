@@ -234,3 +234,41 @@ def test_a_pr_of_two_failed_batches_names_the_culprits_of_both_and_the_last_batc
     culprit = explanation(scenario, 3)
     assert culprit["evidence"]["bisection"]["batchRun"] == batches[-1].id
     assert culprit["evidence"]["bisection"]["isolatingRun"] == culprit["evidence"]["testRun"]["id"]
+
+
+def test_a_check_that_never_started_is_named_with_the_stable_code(scenario: Scenario) -> None:
+    scenario.create_queue(checkStartTimeoutMinutes=5, testingTimeoutMinutes=300)
+    scenario.ci_answers = False
+    scenario.pr(1, {"a.txt": "a\n"})
+    scenario.submit(1)
+    scenario.settle()
+    scenario.clock.advance(minutes=6)
+    scenario.work()
+
+    failed = explanation(scenario, 1)
+    assert (failed["verdict"], failed["reasonCode"]) == ("failure", "check_never_started")
+    assert failed["title"] == "Failed: a required check never started"
+    assert "because a required check never started (ci)." in failed["summary"]
+    run = failed["evidence"]["testRun"]
+    assert (run["failureReason"], run["failureDetail"]) == ("check_never_started", "ci")
+    assert failed["evidence"]["failedStatuses"] == [
+        {"context": "ci", "state": None, "description": None, "targetUrl": None}
+    ]
+
+
+def test_a_retried_pr_says_which_attempt_and_why(scenario: Scenario) -> None:
+    scenario.create_queue(maxRetries=1)
+    scenario.flaky_once = {1}
+    scenario.pr(1, {"a.txt": "a\n"})
+    scenario.submit(1)
+    scenario.work()
+    scenario.answer_ci()  # the first run fails by chance
+    scenario.work()
+
+    retrying = explanation(scenario, 1)
+    assert retrying["reasonCode"] == "retrying"
+    assert retrying["evidence"]["testRun"]["attempt"] == 1
+    assert (
+        "Because its run failed and is tested again alone, in case the failure was spurious "
+        "(attempt 2 of 2: tests failed)."
+    ) in retrying["summary"].splitlines()

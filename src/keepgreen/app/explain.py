@@ -90,6 +90,12 @@ REASONS: Mapping[str, str] = {
     StateReason.RESTART_REQUESTED: "its tests were restarted",
     StateReason.BISECTING: "its batch failed; halves of the batch are tested to find the culprit",
     StateReason.CLEARED_BY_SUCCESSOR: "a run with PRs behind it passed, which vouches for it",
+    StateReason.CHECK_NEVER_STARTED: "a required check never started",
+    StateReason.CHECK_SKIPPED: "a required check was skipped, which does not count as passed",
+    StateReason.RETRYING: "its run failed and is tested again alone, in case the failure was "
+    "spurious",
+    StateReason.FLAKY_FAILURES_FORGIVEN: "only known flaky tests failed, so the failure was "
+    "forgiven",
 }
 
 
@@ -112,6 +118,7 @@ class Facts:
     now: datetime
     passed_run: TestRun | None = None  # the run whose pass verified it (its entry's verifier)
     bisection: Bisection | None = None  # the failed batch it was part of, and its culprits
+    detail: str | None = None  # what its last change's reason alone does not say
 
 
 def render(facts: Facts) -> Explanation:
@@ -123,17 +130,19 @@ def render(facts: Facts) -> Explanation:
 def _render(facts: Facts) -> Explanation:
     entry = facts.entry
     reason = reason_text(entry.state_reason)
+    # Titles stay short; summaries add what the reason alone does not say.
+    told = f"{reason} ({facts.detail})" if facts.detail else reason
     details = _details_url(facts)
     match entry.state:
         case PrState.NOT_READY:
-            return Explanation("queued", "Waiting to enter the queue", f"Not yet: {reason}.")
+            return Explanation("queued", "Waiting to enter the queue", f"Not yet: {told}.")
         case PrState.PENDING:
             title = f"Queued: position {facts.position} of {facts.queued}"
             if facts.position is None:
                 title = "Queued"
             lines = [f"Waiting for a testing slot on `{entry.base_branch}`."]
             if entry.state_reason not in (StateReason.SUBMITTED, StateReason.READY):
-                lines[0] += f" Back in line because {reason}."
+                lines[0] += f" Back in line because {told}."
             lines.append(f"In line since {_clock(entry.state_changed_at, facts.now)}.")
             lines.extend(_bisection_lines(facts))
             return Explanation("queued", title, "\n".join(lines))
@@ -171,7 +180,7 @@ def _render(facts: Facts) -> Explanation:
             return Explanation(
                 "completed",
                 f"Failed: {reason}",
-                _failed_summary(facts, reason),
+                _failed_summary(facts, told),
                 verdict="failure",
                 details_url=details,
             )
@@ -179,7 +188,7 @@ def _render(facts: Facts) -> Explanation:
             return Explanation(
                 "completed",
                 f"Cancelled: {reason}",
-                f"Left the queue because {reason}.",
+                f"Left the queue because {told}.",
                 verdict="cancelled",
             )
         case _:
@@ -246,11 +255,21 @@ def _testing_summary(facts: Facts) -> str:
     return "\n".join(
         [
             _sentence(head),
+            *_because(facts, usual=StateReason.TESTS_STARTED),
             f"Testing on `{run.branch}`, on top of {run.base_sha[:12]}.",
             *_check_lines(facts, run),
             *_bisection_lines(facts),
         ]
     )
+
+
+def _because(facts: Facts, *, usual: StateReason) -> list[str]:
+    """Why it is where it is, unless for the usual reason (a retry, a forgiven failure)."""
+    reason = facts.entry.state_reason
+    if reason is usual:
+        return []
+    detail = f" ({facts.detail})" if facts.detail else ""
+    return [f"Because {reason_text(reason)}{detail}."]
 
 
 def _check_lines(facts: Facts, run: TestRun) -> list[str]:
@@ -272,6 +291,7 @@ def _check_lines(facts: Facts, run: TestRun) -> list[str]:
 def _passed_summary(facts: Facts) -> str:
     """A passed PR waits for the PRs ahead to land; says which run vouches for it."""
     lines = [_sentence(f"{_place(facts)}waiting for the PRs ahead of it to merge.")]
+    lines += _because(facts, usual=StateReason.TESTS_PASSED)
     lines += _verified_lines(facts)
     run = facts.run
     if run is not None and facts.required:

@@ -12,10 +12,13 @@ from datetime import datetime, timedelta
 from keepgreen.app.engine import live_entries
 from keepgreen.app.explain import Bisection, Facts
 from keepgreen.app.ports import UnitOfWork
-from keepgreen.core.enums import PrState
+from keepgreen.core.enums import PrState, StateReason
 from keepgreen.core.ids import PullRequestId, TestRunId
 from keepgreen.core.model import CommitStatus, Queue, QueueEntry, Repository, TestRun
 from keepgreen.core.ordering import queue_order
+
+# Reasons of a waiting PR that the admission records without a detail: no history to read.
+_PLAIN = frozenset({StateReason.SUBMITTED, StateReason.READY})
 
 
 def queue_facts(
@@ -35,7 +38,9 @@ def queue_facts(
     # decided it (its CI link, a bisection's verdict).
     last_run: dict[PullRequestId, TestRunId] = {}
     runs_of: dict[PullRequestId, list[TestRunId]] = {}
+    detail: dict[PullRequestId, str | None] = {}
     for change in uow.history.list_since([queue.id], now - left_within):
+        detail[change.pull_request_id] = change.detail
         if change.test_run_id is not None:
             last_run[change.pull_request_id] = change.test_run_id
             runs_of.setdefault(change.pull_request_id, []).append(change.test_run_id)
@@ -59,6 +64,7 @@ def queue_facts(
             order=order,
             decided_by=last_run.get(entry.id),
             now=now,
+            detail=detail.get(entry.id),
         )
         for entry in (*live, *left)
     ]
@@ -83,15 +89,29 @@ def entry_facts(
     order: list[PullRequestId] = []
     decided_by = None
     history_runs: list[TestRunId] = []
+    detail = None
     if entry.state.is_terminal:
         changes = uow.history.list_for_entry(entry.id)
         history_runs = [c.test_run_id for c in changes if c.test_run_id]
         decided_by = history_runs[-1] if history_runs else None
-    elif entry.state.is_admitted:
-        holding = frozenset(entry_id for run in runs for entry_id in run.members)
-        order = [each.id for each in queue_order(uow.entries.placed(queue.id), holding=holding)]
+        detail = changes[-1].detail if changes else None
+    else:
+        if entry.state.is_admitted:
+            holding = frozenset(entry_id for run in runs for entry_id in run.members)
+            placed = uow.entries.placed(queue.id)
+            order = [each.id for each in queue_order(placed, holding=holding)]
+        if entry.state_reason not in _PLAIN:
+            last = uow.history.last_for_entry(entry.id)
+            detail = last.detail if last is not None else None
     facts = _facts_of(
-        uow, repository, entry, runs=runs, order=order, decided_by=decided_by, now=now
+        uow,
+        repository,
+        entry,
+        runs=runs,
+        order=order,
+        decided_by=decided_by,
+        now=now,
+        detail=detail,
     )
     # The bisections it was part of: those of its history's runs once it left, else that
     # of the run that tests it now.
@@ -140,6 +160,7 @@ def _facts_of(
     order: Sequence[PullRequestId],
     decided_by: TestRunId | None,
     now: datetime,
+    detail: str | None = None,
 ) -> Facts:
     """`entry`'s facts: its open run (or, once it left, the run that decided it), that run's
     statuses, the run that verified it, and its place in `order`.
@@ -167,6 +188,7 @@ def _facts_of(
         merged_sha=stored.merged_sha if stored else None,
         now=now,
         passed_run=passed_run,
+        detail=detail,
     )
 
 

@@ -165,6 +165,9 @@ def run_out(run: TestRun) -> RunOut:
         testedPrs=tested if run.chain else [],
         startedAt=None if run.started_at is None else iso(run.started_at),
         finishedAt=None if run.finished_at is None else iso(run.finished_at),
+        attempt=run.attempt,
+        failureReason=None if run.failure_reason is None else run.failure_reason.value,
+        failureDetail=run.failure_detail,
     )
 
 

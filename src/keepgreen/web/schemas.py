@@ -363,6 +363,14 @@ class RunOut(Response):
     )
     startedAt: str | None
     finishedAt: str | None
+    attempt: int = Field(description="0 for a first run; n for its n-th retry.")
+    failureReason: str | None = Field(
+        description="Why it failed (a reason code), or why its failure was forgiven."
+    )
+    failureDetail: str | None = Field(
+        description="What the reason alone does not say: the check that never started, the "
+        "flaky tests that failed."
+    )
 
 
 class BisectionOut(Response):

@@ -475,6 +475,15 @@ class SqlHistory:
         )
         return [state_change_from_row(row) for row in rows]
 
+    def last_for_entry(self, entry_id: PullRequestId) -> StateChange | None:
+        row = self._session.scalar(
+            select(StateChangeRow)
+            .where(StateChangeRow.entry_id == entry_id)
+            .order_by(StateChangeRow.at.desc(), StateChangeRow.id.desc())
+            .limit(1)
+        )
+        return None if row is None else state_change_from_row(row)
+
     def list_since(self, queue_ids: Sequence[QueueId], since: datetime) -> Sequence[StateChange]:
         if not queue_ids:
             return []
