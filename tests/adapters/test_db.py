@@ -208,7 +208,11 @@ def test_an_entry_history_reads_back_oldest_first(container: Container, queue: Q
         uow.commit()
     with container.unit_of_work() as uow:
         history = uow.history.list_for_entry(pr.id)
+        last = uow.history.last_for_entry(pr.id)
+        nothing = uow.history.last_for_entry(make_entry(number=2).id)
     assert [(c.to_state, c.at) for c in history] == sorted(steps, key=lambda step: step[1])
+    assert last == history[-1]
+    assert nothing is None
 
 
 def test_deleting_a_queue_removes_everything_under_it(container: Container, queue: Queue) -> None:

@@ -185,6 +185,11 @@ def test_open_runs_keep_their_chain_and_close(container: Container, queue: Queue
         assert uow.test_runs.list_open(queue.id) == []
         assert uow.test_runs.list_failed_in_bisections(queue.id, {TestRunId("root")}) == [failed]
         assert uow.test_runs.list_failed_in_bisections(queue.id, {TestRunId("other")}) == []
+        # Which bisection a run belongs to, read without the run (runs outside one are left out).
+        assert uow.test_runs.bisection_roots([run.id, TestRunId("unknown")]) == {
+            run.id: TestRunId("root")
+        }
+        assert uow.test_runs.bisection_roots([]) == {}
 
 
 def test_a_queue_keeps_its_target_tip_and_run_counter(container: Container, queue: Queue) -> None:

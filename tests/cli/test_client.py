@@ -201,6 +201,42 @@ def test_status_json_is_the_api_answer(cli: Cli, queued: GitRepo) -> None:
     assert printed["explanation"]["title"] == "Queued: position 1 of 1"
 
 
+def test_status_of_a_failed_pr_prints_its_reason_code_and_evidence_and_json_has_them(
+    cli: Cli, queued: GitRepo, container: Container
+) -> None:
+    queued.open_pr(1, {"a.txt": "a\n"})
+    cli.ok("queue", "update", *R, "--required-status", "ci")
+    cli.ok("submit", "1", *R)
+    container.worker.run_once()  # the run starts: its test commit is built
+    run = submitted(cli, 1)["explanation"]["evidence"]["testRun"]  # type: ignore[index]
+    cli.api_json(
+        "setCommitStatus",
+        sha=run["sha"],
+        context="ci",
+        state="failure",
+        description="2 tests failed",
+        targetUrl="https://ci.example.com/7",
+    )
+    container.worker.run_once()
+
+    output = cli.ok("status", "1", *R).stdout
+    lines = {" ".join(line.split()) for line in output.splitlines()}
+    assert {
+        "Failed: its tests failed",
+        "reason code: tests_failed",
+        "evidence:",
+        f"run {run['id']}: main, failed",
+        f"commit {run['sha'][:12]}, testing #1",
+        "failed: ci failure (2 tests failed) https://ci.example.com/7",
+    } <= lines
+    printed = json.loads(cli.ok("status", "1", *R, "--json").stdout)
+    assert printed == submitted(cli, 1)
+    assert printed["explanation"]["reasonCode"] == "tests_failed"
+    assert printed["explanation"]["evidence"]["failedStatuses"][0]["targetUrl"] == (
+        "https://ci.example.com/7"
+    )
+
+
 def test_status_shows_titles_as_written_not_as_markup(cli: Cli, queued: GitRepo) -> None:
     queued.open_pr(1, {"a.txt": "a\n"}, title="Fix [red]everything[/red]", author="[b]Eve[/b]")
     cli.ok("submit", "1", *R)

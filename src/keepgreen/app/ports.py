@@ -371,6 +371,10 @@ class EntryRepository(Protocol):
 class HistoryRepository(Protocol):
     def add(self, change: StateChange) -> None: ...
     def list_for_entry(self, entry_id: PullRequestId) -> Sequence[StateChange]: ...
+    def last_for_entry(self, entry_id: PullRequestId) -> StateChange | None:
+        """The entry's latest change (what its current reason and detail come from)."""
+        ...
+
     def list_since(self, queue_ids: Sequence[QueueId], since: datetime) -> Sequence[StateChange]:
         """The whole history of every entry with a change at or after `since`, oldest first."""
         ...
@@ -468,6 +472,12 @@ class TestRunRepository(Protocol):
     def list_failed_in_bisections(
         self, queue_id: QueueId, roots: Collection[TestRunId]
     ) -> Sequence[TestRun]: ...
+    def bisection_roots(self, run_ids: Collection[TestRunId]) -> Mapping[TestRunId, TestRunId]:
+        """The failed batch run each of `run_ids` belongs to the bisection of (runs outside a
+        bisection are left out), without loading the runs.
+        """
+        ...
+
     def save_members(self, run: TestRun) -> None: ...
 
 

@@ -10,7 +10,8 @@ import structlog
 
 from keepgreen.app.engine import QueueEngine
 from keepgreen.app.errors import Conflict, InvalidInput, NotFound, Unavailable
-from keepgreen.app.explain import Explanation, entry_facts, render
+from keepgreen.app.explain import Explanation, render
+from keepgreen.app.explain_facts import entry_facts
 from keepgreen.app.incidents import SHOWN_INCIDENTS, concerning
 from keepgreen.app.lookup import find_entry, find_queue, find_queued_entry, find_repository
 from keepgreen.app.ports import (

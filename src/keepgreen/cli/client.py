@@ -162,7 +162,9 @@ def status(
     token: TokenOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Show a submitted pull request: state, priority, readiness, sha, title and author."""
+    """Show a submitted pull request: state, priority, readiness, sha, title and author, what it
+    waits on or why it left (its reason code and the evidence); --json for scripts and agents.
+    """
     with reported():
         body = queue_body(repo, branch, pr={"number": number})
         data = connect(url, token).post("getSubmittedPullRequest", body)

@@ -212,7 +212,49 @@ def explanation_view(explanation: Mapping[str, Any]) -> RenderableType:
     lines.extend(Text(line) for line in str(explanation.get("summary", "")).splitlines())
     if explanation.get("detailsUrl"):
         lines.append(Text(f"CI: {explanation['detailsUrl']}"))
+    if explanation.get("reasonCode"):
+        lines.append(Text(f"reason code: {explanation['reasonCode']}"))
+    evidence = explanation.get("evidence")
+    if isinstance(evidence, Mapping):
+        lines.extend(Text(line) for line in evidence_lines(evidence))
     return Group(*lines)
+
+
+def evidence_lines(evidence: Mapping[str, Any]) -> list[str]:
+    """The evidence of an explanation, a line each: the run that tests or decided the PR, its
+    failed statuses with their links, the run that passed, and a bisection's culprits.
+    """
+    lines = []
+    run = evidence.get("testRun")
+    if isinstance(run, Mapping):
+        lines += ["evidence:", *_run_lines("run", run)]
+    for check in evidence.get("failedStatuses") or ():
+        state = check.get("state") or "never reported"
+        said = f" ({check['description']})" if check.get("description") else ""
+        link = f" {check['targetUrl']}" if check.get("targetUrl") else ""
+        lines.append(f"  failed: {check.get('context', MISSING)} {state}{said}{link}")
+    passed = evidence.get("passedRun")
+    if isinstance(passed, Mapping):
+        lines += _run_lines("passed in run", passed)
+    bisection = evidence.get("bisection")
+    if isinstance(bisection, Mapping):
+        culprits = ", ".join(f"#{n}" for n in bisection.get("culprits") or ()) or "none yet"
+        lines.append(f"  failed batch run {bisection.get('batchRun', MISSING)}")
+        lines.append(f"    bisection found: {culprits}")
+        if bisection.get("isolatingRun"):
+            lines.append(f"    isolated by run {bisection['isolatingRun']}")
+    return lines
+
+
+def _run_lines(label: str, run: Mapping[str, Any]) -> list[str]:
+    # Two short lines: a run id is 36 characters, and a wrapped line is hard to copy.
+    sha = str(run.get("sha") or MISSING)[:_SHORT_SHA]
+    tested = ", ".join(f"#{n}" for n in run.get("testedPrs") or ())
+    kind, status = run.get("kind", MISSING), run.get("status", MISSING)
+    return [
+        f"  {label} {run.get('id', MISSING)}: {kind}, {status}",
+        f"    commit {sha}" + (f", testing {tested}" if tested else ""),
+    ]
 
 
 def _titled(title: str, body: RenderableType) -> RenderableType:

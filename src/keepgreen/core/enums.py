@@ -130,7 +130,11 @@ class CommitState(StrEnum):
 
 
 class StateReason(StrEnum):
-    """Why a pull request changed state; stored in its history and shown to users."""
+    """Why a pull request changed state; stored in its history and shown to users.
+
+    The values are stable codes of the API (`explanation.reasonCode`, listed in the README):
+    never renamed or reused, only added (with a sentence in `app/explain.py`'s REASONS).
+    """
 
     SUBMITTED = "submitted"  # submitted or resubmitted
     READY = "ready"  # readiness met and the queue admits

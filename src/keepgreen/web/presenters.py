@@ -4,18 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from keepgreen.app.explain import Explanation
+from keepgreen.app.explain import Check, Evidence, Explanation
 from keepgreen.app.testing import TestRunDetails
 from keepgreen.core.enums import CommitState
-from keepgreen.core.model import Incident, Queue, QueueEntry, QueueSnapshot, RepoRef
+from keepgreen.core.model import Incident, Queue, QueueEntry, QueueSnapshot, RepoRef, TestRun
 from keepgreen.core.priority import DEFAULT_PRIORITY_NAME
 from keepgreen.web.schemas import (
+    BisectionOut,
+    CheckOut,
     EnqueuedPullRequest,
+    EvidenceOut,
     ExplanationOut,
     IncidentOut,
     QueueConfigOut,
     QueueOut,
     ReadinessOut,
+    RunOut,
     StatusCheck,
     SubmittedPullRequest,
     TestedPullRequest,
@@ -121,15 +125,65 @@ def submitted(
         isCurrentlySubmittedToQueue=entry.is_submitted,
         verifiedByTestRun=entry.verified_by_test_run,
         incidents=[incident_out(incident) for incident in incidents],
-        explanation=None
-        if explanation is None
-        else ExplanationOut(
-            progress=explanation.progress,
-            verdict=explanation.verdict,
-            title=explanation.title,
-            summary=explanation.summary,
-            detailsUrl=explanation.details_url,
+        explanation=None if explanation is None else explanation_out(explanation),
+    )
+
+
+def explanation_out(explanation: Explanation) -> ExplanationOut:
+    return ExplanationOut(
+        progress=explanation.progress,
+        verdict=explanation.verdict,
+        title=explanation.title,
+        summary=explanation.summary,
+        detailsUrl=explanation.details_url,
+        reasonCode=explanation.reason_code,
+        evidence=evidence_out(explanation.evidence),
+    )
+
+
+def evidence_out(evidence: Evidence) -> EvidenceOut:
+    bisection = evidence.bisection
+    return EvidenceOut(
+        testRun=None if evidence.test_run is None else run_out(evidence.test_run),
+        checks=[check_out(check) for check in evidence.checks],
+        failedStatuses=[check_out(check) for check in evidence.failed_statuses],
+        passedRun=None if evidence.passed_run is None else run_out(evidence.passed_run),
+        bisection=None
+        if bisection is None
+        else BisectionOut(
+            batchRun=bisection.batch_run,
+            isolatingRun=bisection.isolating_run,
+            culprits=list(bisection.culprits),
         ),
+    )
+
+
+def run_out(run: TestRun) -> RunOut:
+    # The chain links are the predicted branch in order, dependents first: the last ones are
+    # the tested PRs (empty before the test commit is built).
+    tested = [link.number for link in run.chain[len(run.chain) - len(run.tested_prs) :]]
+    return RunOut(
+        id=run.id,
+        kind=run.kind,
+        status=run.status,
+        branch=run.branch,
+        sha=run.sha,
+        baseSha=run.base_sha,
+        testedPrs=tested if run.chain else [],
+        startedAt=None if run.started_at is None else iso(run.started_at),
+        finishedAt=None if run.finished_at is None else iso(run.finished_at),
+        attempt=run.attempt,
+        failureReason=None if run.failure_reason is None else run.failure_reason.value,
+        failureDetail=run.failure_detail,
+    )
+
+
+def check_out(check: Check) -> CheckOut:
+    return CheckOut(
+        context=check.context,
+        state=check.state,
+        description=check.description,
+        targetUrl=check.target_url,
     )
 
 

@@ -30,6 +30,7 @@ from keepgreen.core.enums import (
     PrState,
     QueueMode,
     QueueState,
+    TestRunKind,
     TestRunStatus,
 )
 from keepgreen.core.limits import (
@@ -359,6 +360,69 @@ class ReadinessOut(Response):
     gitHubMergeability: Mergeability
 
 
+class CheckOut(Response):
+    """One required check of a run as CI reported it (keepgreen's own shape)."""
+
+    context: str
+    state: CommitState | None = Field(description="null: CI never reported this check.")
+    description: str | None
+    targetUrl: str | None
+
+
+class RunOut(Response):
+    """A test run named as evidence (keepgreen's own shape)."""
+
+    id: str
+    kind: TestRunKind
+    status: TestRunStatus
+    branch: str
+    sha: str | None = Field(description="The test commit; null before it was built.")
+    baseSha: str = Field(description="The target branch tip it was built on.")
+    testedPrs: list[int] = Field(
+        description="The PRs it tested (on top of the PRs ahead), once its commit was built."
+    )
+    startedAt: str | None
+    finishedAt: str | None
+    attempt: int = Field(description="0 for a first run; n for its n-th retry.")
+    failureReason: str | None = Field(
+        description="Why it failed (a reason code), or why its failure was forgiven."
+    )
+    failureDetail: str | None = Field(
+        description="What the reason alone does not say: the check that never started, the "
+        "flaky tests that failed."
+    )
+
+
+class BisectionOut(Response):
+    """The failed batch a PR was part of, and what bisecting it found."""
+
+    batchRun: str = Field(description="The failed batch run the bisection started from.")
+    isolatingRun: str | None = Field(
+        description="The run that failed this PR alone, when bisection found it to be a culprit."
+    )
+    culprits: list[int] = Field(description="The PRs bisection failed, in the batch's order.")
+
+
+class EvidenceOut(Response):
+    """What the explanation rests on, as data (keepgreen's own shape)."""
+
+    testRun: RunOut | None = Field(
+        description="The run testing the PR now, or the one that decided it once it left."
+    )
+    checks: list[CheckOut] = Field(description="testRun's required checks as they stand.")
+    failedStatuses: list[CheckOut] = Field(
+        description="When testRun failed: its required checks that failed (or, after a "
+        "timeout, that never passed), with their links."
+    )
+    passedRun: RunOut | None = Field(
+        description="The run whose pass verified the PR (verifiedByTestRun): its own, or a "
+        "successor's that tested it with PRs behind it (optimistic merge)."
+    )
+    bisection: BisectionOut | None = Field(
+        description="For a PR of a failed batch: the bisection and the culprits it found."
+    )
+
+
 class ExplanationOut(Response):
     """What the PR waits on, or why it left, in plain words (keepgreen's own field)."""
 
@@ -376,6 +440,11 @@ class ExplanationOut(Response):
         "since when, or the reason it left."
     )
     detailsUrl: str | None = Field(description="The CI run's page, when a check reported one.")
+    reasonCode: str = Field(
+        description="Why the PR last changed state, as a stable snake_case code (`tests_failed`, "
+        "`bisecting`, `merged_by_queue`...): see the README for the list."
+    )
+    evidence: EvidenceOut
 
 
 class SubmittedPullRequest(EnqueuedPullRequest):

@@ -475,6 +475,15 @@ class SqlHistory:
         )
         return [state_change_from_row(row) for row in rows]
 
+    def last_for_entry(self, entry_id: PullRequestId) -> StateChange | None:
+        row = self._session.scalar(
+            select(StateChangeRow)
+            .where(StateChangeRow.entry_id == entry_id)
+            .order_by(StateChangeRow.at.desc(), StateChangeRow.id.desc())
+            .limit(1)
+        )
+        return None if row is None else state_change_from_row(row)
+
     def list_since(self, queue_ids: Sequence[QueueId], since: datetime) -> Sequence[StateChange]:
         if not queue_ids:
             return []
@@ -821,6 +830,16 @@ class SqlTestRuns:
             .order_by(TestRunRow.created_at, TestRunRow.id)
         )
         return [self._load(row) for row in rows]
+
+    def bisection_roots(self, run_ids: Collection[TestRunId]) -> Mapping[TestRunId, TestRunId]:
+        if not run_ids:
+            return {}
+        rows = self._session.execute(
+            select(TestRunRow.id, TestRunRow.bisection_root).where(
+                TestRunRow.id.in_(list(run_ids)), TestRunRow.bisection_root.is_not(None)
+            )
+        )
+        return {TestRunId(run_id): TestRunId(root) for run_id, root in rows if root}
 
     def kinds(self, run_ids: Collection[TestRunId]) -> Mapping[TestRunId, TestRunKind]:
         if not run_ids:

@@ -20,7 +20,8 @@ from datetime import datetime, timedelta
 
 import structlog
 
-from keepgreen.app.explain import Explanation, milestone, queue_facts, render
+from keepgreen.app.explain import Explanation, milestone, render
+from keepgreen.app.explain_facts import queue_facts
 from keepgreen.app.github.api import CheckRunView, GithubApi
 from keepgreen.app.github.host import where
 from keepgreen.app.ports import Clock, UnitOfWorkFactory
