@@ -148,7 +148,7 @@ def test_a_failed_batch_names_the_culprit_to_the_innocent_and_the_isolating_run_
     """A batch of 4 fails because PR 3 is bad; bisection isolates PR 3. PRs 1, 2 and 4 merge,
     each naming PR 3 as what broke the batch; PR 3 names the run that failed it alone.
     """
-    scenario.create_queue(batch=True, batchingMinSize=4)
+    scenario.create_queue(batch=True, batchingMinSize=4, bisectBesideQueue=False)
     for number in (1, 2, 3, 4):
         scenario.pr(number, {f"f{number}.txt": f"{number}\n"}, bad=number == 3)
         scenario.submit(number)
@@ -213,6 +213,7 @@ def test_a_pr_of_two_failed_batches_names_the_culprits_of_both_and_the_last_batc
         batchingMinSize=4,
         bisectionConcurrency=2,
         optimizationMode="bisection_skip_redundant_tests",
+        bisectBesideQueue=False,
     )
     for number in (1, 2, 3, 4):
         scenario.pr(number, {f"f{number}.txt": f"{number}\n"}, bad=number in (2, 3))
@@ -270,5 +271,5 @@ def test_a_retried_pr_says_which_attempt_and_why(scenario: Scenario) -> None:
     assert retrying["evidence"]["testRun"]["attempt"] == 1
     assert (
         "Because its run failed and is tested again alone, in case the failure was spurious "
-        "(attempt 2 of 2: tests failed)."
+        "(attempt 2 of 2, beside the queue: tests failed)."
     ) in retrying["summary"].splitlines()

@@ -107,7 +107,7 @@ def test_a_failed_run_is_retried_alone_and_the_pr_merges(scenario: Scenario) -> 
     assert scenario.final() == {1: ("merged", "merged_by_queue")}
     assert scenario.started == [((), (1,)), ((), (1,))]
     assert (
-        "pending",
+        "testing",
         "retrying",
         "attempt 2 of 2, beside the queue: tests failed",
     ) in reasons(scenario, 1)
@@ -214,7 +214,7 @@ def test_a_failure_of_known_flaky_tests_only_is_retried_by_default(scenario: Sce
 
     assert scenario.final() == {1: ("merged", "merged_by_queue")}
     assert (
-        "pending",
+        "testing",
         "retrying",
         "attempt 2 of 2: only known flaky tests failed: api.test_timeout",
     ) in reasons(scenario, 1)

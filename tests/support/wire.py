@@ -109,7 +109,7 @@ SUBMITTED_KEYS = ENQUEUED_KEYS | {
 # keepgreen's own fields beside the interface's: git server incidents, what a queue waits on,
 # whether it is stalled and since when.
 OWN_SUBMITTED_KEYS = {"incidents", "explanation"}
-OWN_QUEUE_KEYS = {"waitingOn", "stateReason", "stalledSince", "incidents"}
+OWN_QUEUE_KEYS = {"waitingOn", "stateReason", "stalledSince", "incidents", "chosen"}
 READINESS_KEYS = {
     "hasImpactedTargets",
     "requiresImpactedTargets",

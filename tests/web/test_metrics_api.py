@@ -25,6 +25,7 @@ from tests.support.store import entry_now, move_entry
 from tests.support.wire import (
     Api,
     assert_error,
+    get_queue,
     open_and_submit,
     pr_verb,
     repo_json,
@@ -45,7 +46,11 @@ FAMILIES = {
     "mq_pr_time_in_queue_1h_seconds": "histogram",
 }
 # keepgreen's own families beside the interface's eight.
-OWN_FAMILIES = {"mq_stalled_seconds": "gauge"}
+OWN_FAMILIES = {
+    "mq_stalled_seconds": "gauge",
+    "mq_batch_size_chosen": "gauge",
+    "mq_speculation_depth_chosen": "gauge",
+}
 HISTOGRAMS = [name for name, kind in FAMILIES.items() if kind == "histogram"]
 MAIN = {"repo": "acme/widgets", "branch": "main", "queue_type": "main"}
 BISECTION = {**MAIN, "queue_type": "bisection"}
@@ -210,6 +215,21 @@ def test_stalled_seconds_count_once_stall_minutes_passed(
 
     update_queue(queue, state="paused")
     assert gauge(scrape(queue), "mq_stalled_seconds") == 0
+
+
+def test_the_chosen_batch_size_and_depth_are_the_settings_until_adapted(queue: Api) -> None:
+    """Without batching a run tests one PR; with it, batchingMinSize until the queue adapts; the
+    depth is the concurrency. getQueue's `chosen` says the same.
+    """
+    update_queue(queue, concurrency=6)
+    assert gauge(scrape(queue), "mq_batch_size_chosen") == 1
+    assert gauge(scrape(queue), "mq_speculation_depth_chosen") == 6
+
+    update_queue(queue, batch=True, batchingMinSize=3, adaptiveBatchSize=True, adaptiveDepth=True)
+    assert gauge(scrape(queue), "mq_batch_size_chosen") == 3
+    chosen = get_queue(queue)["chosen"]
+    assert (chosen["batchSize"], chosen["depth"], chosen["failureRate"]) == (3, 6, None)
+    assert "until 20 PRs were tested" in chosen["why"]
 
 
 def test_cancelled_prs_leave_depth_and_awaiting(queue: Api, registered_repo: GitRepo) -> None:

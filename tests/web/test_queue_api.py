@@ -141,7 +141,10 @@ def test_update_queue_sets_a_field_and_changes_nothing_else(
     assert before[field] != value  # the update is a real change
     answered = update_queue(queue, **{field: value})
     assert answered == {**{k: before[k] for k in CONFIG_KEYS | OWN_CONFIG_KEYS}, field: value}
-    assert get_queue(queue) == {**before, field: value}
+    after = get_queue(queue)
+    # What the queue runs by now follows some settings (batch, concurrency): not compared here.
+    after.pop("chosen"), before.pop("chosen")
+    assert after == {**before, field: value}
 
 
 def test_update_queue_answers_the_whole_config_without_pull_requests(queue: Api) -> None:

@@ -88,7 +88,9 @@ REASONS: Mapping[str, str] = {
     StateReason.CI_LOST: "the CI run was lost; it is tested again",
     StateReason.NOT_READY: "it is not ready: it must be open, mergeable and based on the branch",
     StateReason.RESTART_REQUESTED: "its tests were restarted",
-    StateReason.BISECTING: "its batch failed; halves of the batch are tested to find the culprit",
+    StateReason.BISECTING: "its batch failed; it is tested alone or in halves to find the culprit",
+    StateReason.CLEARED_BY_ISOLATION: "its batch failed but its own run passed; it rejoined the "
+    "line behind the PRs being tested",
     StateReason.CLEARED_BY_SUCCESSOR: "a run with PRs behind it passed, which vouches for it",
     StateReason.CHECK_NEVER_STARTED: "a required check never started",
     StateReason.CHECK_SKIPPED: "a required check was skipped, which does not count as passed",

@@ -8,6 +8,7 @@ from keepgreen.core.enums import PrState, TestRunKind
 from keepgreen.core.ids import OrgId
 from keepgreen.core.metrics import WINDOW, QueueMetrics, queue_metrics
 from keepgreen.core.model import RepoRef
+from keepgreen.core.scheduler import adaptive
 from keepgreen.core.stall import stalled_since
 
 _CURRENT = frozenset({PrState.NOT_READY, *(s for s in PrState if s.is_admitted)})
@@ -48,6 +49,9 @@ class MetricsService:
                     run_kinds=uow.test_runs.kinds(run_ids),
                     now=now,
                 )
+                chosen = adaptive.chosen(queue)
+                main.batch_size = chosen.batch_size
+                main.speculation_depth = chosen.depth
                 since = stalled_since(queue, entries, now=now)
                 if since is not None:
                     main.stalled_seconds = (now - since).total_seconds()

@@ -65,6 +65,10 @@ class QueueMetrics:
     time_in_queue: Histogram = field(default_factory=Histogram)
     # How long the queue has been stalled (`keepgreen.core.stall`); 0 when it is not.
     stalled_seconds: float = 0.0
+    # What the queue runs by now (`keepgreen.core.scheduler.adaptive`): PRs per run and runs
+    # in flight at most.
+    batch_size: int = 1
+    speculation_depth: int = 1
 
 
 def queue_metrics(

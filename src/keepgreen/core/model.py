@@ -148,6 +148,8 @@ class QueueConfig:
 # time a newer one is judged (about the last 50 retries count).
 STATS_DURATIONS = 50
 STATS_DECAY = 0.98
+# How much of the retry record is left after each failure that was not retried.
+STATS_AGING = 0.9
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,9 +157,10 @@ class QueueStats:
     """What the queue learned from its own recent runs, kept by the scheduler.
 
     `ci_seconds`: how long its last passed runs took, oldest first. `refuted` and `confirmed`:
-    decayed counts of retries that passed (the failure before was spurious) and of retries that
-    failed again (it was real). Only retries count: they alone test the same change twice, so
-    the estimate is not biased toward either verdict.
+    decayed counts of failures whose retry passed (they were spurious) and of failures whose
+    every retry failed too (they were real). Only retries count: they alone test the same change
+    twice, so the estimate is not biased toward either verdict. A failure not retried ages the
+    record, so a queue that stopped retrying comes back to it.
     `last_progress_at`: when it last merged a PR or started a run.
     """
 
@@ -197,6 +200,12 @@ class QueueStats:
         if self.tested_prs < 20:
             return None
         return min(1.0, self.failed_runs / self.tested_prs)
+
+    def aged(self) -> QueueStats:
+        """The retry record after a failure that was not retried: both counts fade."""
+        return replace(
+            self, refuted=self.refuted * STATS_AGING, confirmed=self.confirmed * STATS_AGING
+        )
 
     def passed_in(self, seconds: int) -> QueueStats:
         return replace(self, ci_seconds=(*self.ci_seconds, seconds)[-STATS_DURATIONS:])

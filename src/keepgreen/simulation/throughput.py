@@ -84,7 +84,7 @@ _KEEPGREEN = QueueConfig(
     pending_failure_depth=2,
     can_optimistically_merge=True,
     bisect_beside_queue=True,
-    max_retries=1,
+    max_retries=2,
     flaky_failures=FlakyFailures.PASS,
 )
 
@@ -112,7 +112,7 @@ STRATEGIES: tuple[Strategy, ...] = (
             can_optimistically_merge=True,
         ),
     ),
-    Strategy("keepgreen: batch 4 + C 8, beside the queue, depth 2, retry", _KEEPGREEN),
+    Strategy("keepgreen: batch 4 + C 8, beside the queue, depth 2, 2 retries", _KEEPGREEN),
     Strategy(
         "keepgreen: the same, adaptive batch size",
         replace(_KEEPGREEN, adaptive_batch_size=True),

@@ -9,9 +9,11 @@ from keepgreen.app.testing import TestRunDetails
 from keepgreen.core.enums import CommitState
 from keepgreen.core.model import Incident, Queue, QueueEntry, QueueSnapshot, RepoRef, TestRun
 from keepgreen.core.priority import DEFAULT_PRIORITY_NAME
+from keepgreen.core.scheduler import adaptive
 from keepgreen.web.schemas import (
     BisectionOut,
     CheckOut,
+    ChosenOut,
     EnqueuedPullRequest,
     EvidenceOut,
     ExplanationOut,
@@ -73,6 +75,20 @@ def queue_snapshot(snapshot: QueueSnapshot) -> QueueOut:
         stateReason="stalled" if stalled is not None else None,
         stalledSince=iso(stalled) if stalled is not None else None,
         incidents=[incident_out(incident) for incident in snapshot.incidents],
+        chosen=chosen_out(snapshot.queue),
+    )
+
+
+def chosen_out(queue: Queue) -> ChosenOut:
+    chosen = adaptive.chosen(queue)
+    return ChosenOut(
+        batchSize=chosen.batch_size,
+        depth=chosen.depth,
+        testingTimeoutMinutes=round(chosen.testing_timeout_minutes, 2),
+        failureRate=None if chosen.failure_rate is None else round(chosen.failure_rate, 4),
+        spuriousShare=round(chosen.spurious_share, 4),
+        p95CiMinutes=None if chosen.p95_ci_minutes is None else round(chosen.p95_ci_minutes, 2),
+        why=chosen.why,
     )
 
 

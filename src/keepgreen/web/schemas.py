@@ -325,6 +325,26 @@ class IncidentOut(Response):
     failures: int = Field(description="Failed attempts during the incident.")
 
 
+class ChosenOut(Response):
+    """What the queue runs by now, chosen from its own record (keepgreen's own field)."""
+
+    batchSize: int = Field(description="PRs per run now (1 without batching).")
+    depth: int = Field(description="Main runs in flight at most now.")
+    testingTimeoutMinutes: float = Field(description="When a run without a result times out.")
+    failureRate: float | None = Field(
+        description="The chance one PR fails a run (real or spurious), decayed over about the "
+        "last 50 runs' PRs; null before 20 PRs were tested."
+    )
+    spuriousShare: float = Field(
+        description="The estimated chance a failure is spurious, from the queue's retries (1/2 "
+        "before any); what decides whether a failed run is retried."
+    )
+    p95CiMinutes: float | None = Field(
+        description="The p95 of its last passed runs' CI time; null before 20 passed."
+    )
+    why: str = Field(description="What the adaptive settings chose by, in plain words.")
+
+
 class QueueOut(QueueConfigOut):
     enqueuedPullRequests: list[EnqueuedPullRequest]
     waitingOn: str | None = Field(
@@ -350,6 +370,11 @@ class QueueOut(QueueConfigOut):
         default_factory=list,
         description="The queue's git server incidents, open or ended within a day, newest "
         "first. keepgreen's own field.",
+    )
+    chosen: ChosenOut | None = Field(
+        default=None,
+        description="What the queue runs by now (batch size, depth, testing timeout) and the "
+        "record it chose them from. keepgreen's own field.",
     )
 
 

@@ -28,7 +28,7 @@ RETRYABLE = frozenset(
 # it waits the whole line again, and the PRs tested on top of it are tested again too. A retry
 # costs one run, so a lone failure is retried when more than one in ten such failures is
 # spurious.
-WRONG_EJECTION_RUNS = 10
+WRONG_EJECTION_RUNS = 20
 # How long a failed run waits for its JUnit results before it counts without them.
 RESULTS_GRACE = timedelta(minutes=5)
 
@@ -81,8 +81,6 @@ class Failures(Working):
         """The failure is believed: retry the run when that pays, else fail a lone PR, or find
         the culprit of a batch (beside the queue, or by bisection in line).
         """
-        if run.attempt and run.failure_reason in RETRYABLE:
-            self.judged(spurious=False)  # the retry failed too: the failure was real
         beside = self.queue.config.bisect_beside_queue and run.kind is TestRunKind.MAIN
         if beside and len(group) > 1:
             self.isolate(run, group)
@@ -96,6 +94,12 @@ class Failures(Working):
             detail = run.failure_detail
             self.move(group[0], PrState.FAILED, reason, run_id=run.id, detail=detail)
             self.close_run(run)
+            if reason in RETRYABLE and run.attempt:
+                self.judged(spurious=False)  # every retry failed too: the failure was real
+            elif reason in RETRYABLE and self.queue.config.max_retries:
+                # Not retried: no new evidence, and the old evidence ages, so a queue whose
+                # record stopped its retries tries again in time instead of never learning.
+                self.queue = replace(self.queue, stats=self.queue.stats.aged())
         else:
             self.bisect(run, group)
 
@@ -170,10 +174,12 @@ class Failures(Working):
             attempt=run.attempt + 1,
         )
         total = max(self.queue.config.max_retries, created.attempt) + 1
+        self.start_queued(created.kind)
+        started = self.runs[created.id].status is TestRunStatus.IN_PROGRESS
         for entry_id in tested:
             self.move(
                 self.entries[entry_id],
-                PrState.PENDING,
+                PrState.TESTING if started else PrState.PENDING,
                 StateReason.RETRYING,
                 run_id=created.id,
                 detail=f"attempt {created.attempt + 1} of {total}: {why}",
@@ -232,12 +238,17 @@ class Failures(Working):
             )
             if retry is None:
                 self.move(entry, PrState.PENDING, StateReason.BISECTING, run_id=created.id)
-            else:
-                total = max(self.queue.config.max_retries, attempt) + 1
-                detail = f"attempt {attempt + 1} of {total}, beside the queue: {retry}"
-                self.move(
-                    entry, PrState.PENDING, StateReason.RETRYING, run_id=created.id, detail=detail
-                )
+                continue
+            self.start_queued(TestRunKind.BISECTION)
+            started = self.runs[created.id].status is TestRunStatus.IN_PROGRESS
+            total = max(self.queue.config.max_retries, attempt) + 1
+            self.move(
+                entry,
+                PrState.TESTING if started else PrState.PENDING,
+                StateReason.RETRYING,
+                run_id=created.id,
+                detail=f"attempt {attempt + 1} of {total}, beside the queue: {retry}",
+            )
 
     def rejoin_cleared(self) -> None:
         """A PR set aside whose own run passed was not the culprit: it rejoins the line behind

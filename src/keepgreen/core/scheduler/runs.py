@@ -37,7 +37,7 @@ class Runs(Landing):
         if self.queue.state is QueueState.PAUSED or self.queue.target_sha is None:
             return
         # Retries waiting for a slot go first: they are ahead in line.
-        free = self.depth() - self.start_queued(TestRunKind.MAIN, self.depth())
+        free = self.depth() - self.start_queued(TestRunKind.MAIN)
         if free <= 0:
             return
         order = self.order()
@@ -125,39 +125,7 @@ class Runs(Landing):
         return None
 
     def start_queued_bisections(self) -> None:
-        self.start_queued(TestRunKind.BISECTION, self.queue.config.bisection_concurrency)
-
-    def start_queued(self, kind: TestRunKind, capacity: int) -> int:
-        """Start queued runs of `kind` (bisections, retries), front first, while `capacity`
-        lasts; how many of `kind` are in progress afterwards.
-        """
-        busy = sum(
-            1
-            for r in self.runs.values()
-            if r.kind is kind and r.status is TestRunStatus.IN_PROGRESS
-        )
-        if self.queue.state is QueueState.PAUSED or self.queue.target_sha is None:
-            return busy
-        queued = [
-            r for r in self.runs.values() if r.kind is kind and r.status is TestRunStatus.QUEUED
-        ]
-        if not queued or busy >= capacity:
-            return busy
-        position = {e.id: i for i, e in enumerate(self.order())}
-        queued.sort(key=lambda r: position.get(r.tested_prs[0], len(position)))
-        for run in queued[: capacity - busy]:
-            # Dependents that merged meanwhile are in the tip now.
-            started = replace(
-                run,
-                status=TestRunStatus.IN_PROGRESS,
-                base_sha=self.queue.target_sha,
-                dependent_prs=tuple(d for d in run.dependent_prs if d in self.entries),
-                started_at=self.now,
-            )
-            self.put_run(started)
-            self.build(started)
-            busy += 1
-        return busy
+        self.start_queued(TestRunKind.BISECTION)
 
     def built(self, run_id: TestRunId, base_tree: str, links: tuple[ChainLink, ...]) -> None:
         self.forget_effect(BuildTestCommit, run_id)

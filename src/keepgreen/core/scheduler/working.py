@@ -5,7 +5,6 @@ went stale).
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -16,6 +15,7 @@ from keepgreen.core.enums import (
     CommitState,
     PrState,
     QueueMode,
+    QueueState,
     StateReason,
     TestRunKind,
     TestRunStatus,
@@ -23,6 +23,7 @@ from keepgreen.core.enums import (
 from keepgreen.core.ids import PullRequestId, TestRunId
 from keepgreen.core.model import QueueEntry, StateChange, TestRun
 from keepgreen.core.ordering import Placed, queue_order
+from keepgreen.core.scheduler import adaptive
 from keepgreen.core.scheduler.effects import (
     BuildTestCommit,
     CancelCi,
@@ -41,11 +42,6 @@ _RUN_ID_NAMESPACE = uuid.UUID("5b0f4c52-8a53-4c1e-9d3e-6f2f1b1c7a10")
 FAILING = frozenset({CommitState.FAILURE, CommitState.ERROR})
 PASSING = frozenset({CommitState.SUCCESS})
 SKIPPED = frozenset({CommitState.SKIPPED, CommitState.NEUTRAL})
-# The adaptive testing timeout: the queue's p95 CI time times this, plus the margin.
-TIMEOUT_FACTOR = 1.25
-TIMEOUT_MARGIN_SECONDS = 10 * 60
-# The adaptive depth never falls below this (a failure halves it).
-MIN_DEPTH = 2
 RUNNING = frozenset({TestRunStatus.QUEUED, TestRunStatus.IN_PROGRESS})
 
 
@@ -200,43 +196,20 @@ class Working:
             self.progressed()
 
     def testing_timeout_seconds(self) -> int:
-        """`testingTimeoutMinutes`; with the adaptive timeout, the queue's p95 CI time plus a
-        margin once it has seen enough passed runs, never more than the setting.
-        """
-        config = self.queue.config
-        fixed = config.testing_timeout_minutes * 60
-        p95 = self.queue.stats.p95_ci_seconds() if config.adaptive_testing_timeout else None
-        if p95 is None:
-            return fixed
-        return min(fixed, int(p95 * TIMEOUT_FACTOR) + TIMEOUT_MARGIN_SECONDS)
+        return adaptive.testing_timeout_seconds(self.queue)
 
     def batch_size(self) -> int:
-        """`batchingMinSize`; with the adaptive batch size, near 1/sqrt(p) for the queue's
-        recent failure rate p (the size that tests the fewest runs per PR), never more.
-        """
-        configured = self.queue.config.batching_min_size
-        rate = self.queue.stats.failure_rate() if self.queue.config.adaptive_batch_size else None
-        if rate is None:
-            return configured
-        best = round(1 / math.sqrt(rate)) if rate > 0 else configured
-        return max(1, min(configured, best))
+        return adaptive.batch_size(self.queue)
 
     def depth(self) -> int:
-        """`concurrency`; with the adaptive depth, the window the queue's record allows."""
-        configured = self.queue.config.concurrency
-        window = self.queue.stats.depth if self.queue.config.adaptive_depth else None
-        return configured if window is None else max(1, min(configured, window))
+        return adaptive.depth(self.queue)
 
     def finished_main(self, run: TestRun, *, failed: bool) -> None:
-        """A main run's verdict feeds the failure rate and the depth's window (additive
-        increase on a pass, multiplicative decrease on a failure).
-        """
+        """A main run's verdict feeds the failure rate and the depth's window."""
         if run.kind is not TestRunKind.MAIN:
             return
         stats = self.queue.stats.finished_main(size=len(run.tested_prs), failed=failed)
-        window = self.depth()
-        window = max(MIN_DEPTH, window // 2) if failed else window + 1
-        stats = replace(stats, depth=min(window, self.queue.config.concurrency))
+        stats = replace(stats, depth=adaptive.next_depth(self.queue, failed=failed))
         self.queue = replace(self.queue, stats=stats)
 
     def judged(self, *, spurious: bool) -> None:
@@ -513,6 +486,42 @@ class Working:
         if status is TestRunStatus.IN_PROGRESS:
             self.build(run)
         return run
+
+    def start_queued(self, kind: TestRunKind) -> int:
+        """Start queued runs of `kind` (bisections, retries), front first, while its capacity
+        lasts (`depth` for main runs, `bisectionConcurrency` for the others); how many of `kind`
+        are in progress afterwards.
+        """
+        capacity = (
+            self.depth() if kind is TestRunKind.MAIN else self.queue.config.bisection_concurrency
+        )
+        busy = sum(
+            1
+            for r in self.runs.values()
+            if r.kind is kind and r.status is TestRunStatus.IN_PROGRESS
+        )
+        if self.queue.state is QueueState.PAUSED or self.queue.target_sha is None:
+            return busy
+        queued = [
+            r for r in self.runs.values() if r.kind is kind and r.status is TestRunStatus.QUEUED
+        ]
+        if not queued or busy >= capacity:
+            return busy
+        position = {e.id: i for i, e in enumerate(self.order())}
+        queued.sort(key=lambda r: position.get(r.tested_prs[0], len(position)))
+        for run in queued[: capacity - busy]:
+            # Dependents that merged meanwhile are in the tip now.
+            started = replace(
+                run,
+                status=TestRunStatus.IN_PROGRESS,
+                base_sha=self.queue.target_sha,
+                dependent_prs=tuple(d for d in run.dependent_prs if d in self.entries),
+                started_at=self.now,
+            )
+            self.put_run(started)
+            self.build(started)
+            busy += 1
+        return busy
 
     def build(self, run: TestRun) -> None:
         prs = tuple((self.entries[m].number, self.entries[m].head_sha) for m in run.members)

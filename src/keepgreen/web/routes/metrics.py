@@ -72,11 +72,25 @@ class QueueMetricsCollector(Collector):
             " that passed its stallMinutes; 0 when it is not stalled",
             labels=LABELS,
         )
+        batch_size = GaugeMetricFamily(
+            "mq_batch_size_chosen",
+            "PRs per test run the queue runs by now: batchingMinSize, or with adaptiveBatchSize"
+            " round(1/sqrt(its failure rate)) capped at it; 1 without batching",
+            labels=LABELS,
+        )
+        speculation = GaugeMetricFamily(
+            "mq_speculation_depth_chosen",
+            "Main test runs in flight at most now: concurrency, or with adaptiveDepth the window"
+            " its record allows (+1 per pass, halved per failure)",
+            labels=LABELS,
+        )
         for metrics in self._metrics:
             labels = [metrics.repo, metrics.branch, metrics.queue_type.value]
             if metrics.queue_type is TestRunKind.MAIN:
                 depth.add_metric(labels, metrics.depth)
                 stalled.add_metric(labels, metrics.stalled_seconds)
+                batch_size.add_metric(labels, metrics.batch_size)
+                speculation.add_metric(labels, metrics.speculation_depth)
                 awaiting.add_metric(labels, metrics.awaiting_mergeability)
                 for conclusion in CONCLUSIONS:
                     conclusions.add_metric(
@@ -88,6 +102,7 @@ class QueueMetricsCollector(Collector):
             restarts.add_metric(labels, metrics.restarts)
             _observe(test, labels, metrics.test_duration)
         yield from (depth, awaiting, slots, conclusions, restarts, wait, test, in_queue, stalled)
+        yield from (batch_size, speculation)
 
 
 def _observe(family: HistogramMetricFamily, labels: list[str], histogram: Histogram) -> None:
