@@ -286,6 +286,16 @@ def test_queue_show_json_is_the_api_answer(cli: Cli, queued: GitRepo) -> None:
     assert [pr["prNumber"] for pr in printed["enqueuedPullRequests"]] == [1]
 
 
+def test_queue_show_says_what_the_queue_runs_by(cli: Cli, queued: GitRepo) -> None:
+    cli.ok("queue", "update", *R, "--batch", "--batching-min-size", "3", "--concurrency", "5")
+    cli.ok("queue", "update", *R, "--adaptive-batch-size")
+
+    output = cli.ok("queue", "show", *R).stdout
+
+    assert "Runs by now: batches of 3, up to 5 runs in flight, testing timeout 300" in output
+    assert "until 20 PRs were tested" in output
+
+
 def test_queue_show_of_an_empty_queue(cli: Cli, queued: GitRepo) -> None:
     output = cli.ok("queue", "show", *R).stdout
     assert output.endswith("No pull requests in the queue.\n")
@@ -442,7 +452,9 @@ def test_queue_update_sends_only_the_options_given(cli: Cli, queued: GitRepo) ->
 
     after = cli.api_json("getQueue")
     changed = {key for key in after if after[key] != before[key]}
-    assert changed == {"batch", "canOptimisticallyMerge"}
+    # Without batching the queue runs one PR per run: `chosen` follows.
+    assert changed == {"batch", "canOptimisticallyMerge", "chosen"}
+    assert (before["chosen"]["batchSize"], after["chosen"]["batchSize"]) == (3, 1)
     assert output.startswith("Updated the main queue of github.com/acme/widgets\n")
     assert " ".join(next(line for line in output.splitlines() if "batching" in line).split()) == (
         "batching off"

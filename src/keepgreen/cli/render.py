@@ -60,6 +60,15 @@ def queue_view(queue: Mapping[str, Any], *, title: str) -> RenderableType:
     requests in queue order.
     """
     head: list[RenderableType] = [config_view(queue, title=title)]
+    chosen = queue.get("chosen")
+    if isinstance(chosen, Mapping):
+        head.append(
+            Text(
+                f"Runs by now: batches of {chosen.get('batchSize', MISSING)}, "
+                f"up to {chosen.get('depth', MISSING)} runs in flight, testing timeout "
+                f"{chosen.get('testingTimeoutMinutes', MISSING)} min ({chosen.get('why', MISSING)})"
+            )
+        )
     if queue.get("stateReason") == "stalled":
         head.append(
             Text.assemble(
