@@ -9,6 +9,17 @@ from tests.support.flaky import post_upload
 from tests.support.scenario import Scenario
 
 
+def pr_1_under_test(scenario: Scenario) -> str:
+    """PR 1 submitted and testing, with CI silent: the head of its run."""
+    scenario.ci_answers = False
+    scenario.pr(1, {"a.txt": "a\n"}, title="Add a")
+    scenario.submit(1)
+    scenario.settle()
+    [run] = scenario.open_runs()
+    assert run.sha is not None
+    return run.sha
+
+
 def reasons(scenario: Scenario, number: int) -> list[tuple[str, str, str | None]]:
     return [(c.to_state.value, c.reason.value, c.detail) for c in scenario.history(number)]
 
@@ -43,13 +54,8 @@ def test_a_required_check_that_never_starts_fails_the_run_and_names_the_check(
 def test_a_check_that_started_is_not_timed_out_as_never_started(scenario: Scenario) -> None:
     """The check reported `pending` (it started): after the start timeout it is still testing."""
     scenario.create_queue(checkStartTimeoutMinutes=5, testingTimeoutMinutes=300)
-    scenario.ci_answers = False
-    scenario.pr(1, {"a.txt": "a\n"}, title="Add a")
-    scenario.submit(1)
-    scenario.settle()
-    [run] = scenario.open_runs()
-    assert run.sha is not None
-    scenario.set_status(run.sha, "pending")
+    sha = pr_1_under_test(scenario)
+    scenario.set_status(sha, "pending")
 
     scenario.clock.advance(minutes=6)
     scenario.work()
@@ -62,14 +68,9 @@ def test_a_required_check_that_concluded_skipped_does_not_pass(scenario: Scenari
     fails with check_skipped naming the check, and main does not move.
     """
     scenario.create_queue()
-    scenario.ci_answers = False
-    scenario.pr(1, {"a.txt": "a\n"}, title="Add a")
-    scenario.submit(1)
-    scenario.settle()
-    [run] = scenario.open_runs()
-    assert run.sha is not None
+    sha = pr_1_under_test(scenario)
 
-    scenario.set_status(run.sha, "skipped")
+    scenario.set_status(sha, "skipped")
     scenario.work()
 
     assert scenario.final() == {1: ("failed", "check_skipped")}
@@ -79,14 +80,9 @@ def test_a_required_check_that_concluded_skipped_does_not_pass(scenario: Scenari
 
 def test_a_queue_that_accepts_skipped_checks_merges_on_them(scenario: Scenario) -> None:
     scenario.create_queue(acceptSkippedChecks=True)
-    scenario.ci_answers = False
-    scenario.pr(1, {"a.txt": "a\n"}, title="Add a")
-    scenario.submit(1)
-    scenario.settle()
-    [run] = scenario.open_runs()
-    assert run.sha is not None
+    sha = pr_1_under_test(scenario)
 
-    scenario.set_status(run.sha, "neutral")
+    scenario.set_status(sha, "neutral")
     scenario.settle()
 
     assert scenario.final() == {1: ("merged", "merged_by_queue")}
@@ -182,10 +178,7 @@ def test_a_failure_of_known_flaky_tests_only_passes_with_the_tests_named(
     """
     scenario.create_queue(flakyFailures="pass")
     known_flaky(scenario, "test_timeout")
-    scenario.ci_answers = False
-    scenario.pr(1, {"a.txt": "a\n"}, title="Add a")
-    scenario.submit(1)
-    scenario.settle()
+    pr_1_under_test(scenario)
 
     fail_with_results(scenario, failed("test_timeout"), passed("test_ok"))
     scenario.ci_answers = True
@@ -203,10 +196,7 @@ def test_a_failure_of_known_flaky_tests_only_passes_with_the_tests_named(
 def test_a_failure_of_known_flaky_tests_only_is_retried_by_default(scenario: Scenario) -> None:
     scenario.create_queue()  # flakyFailures "retry", maxRetries 0
     known_flaky(scenario, "test_timeout")
-    scenario.ci_answers = False
-    scenario.pr(1, {"a.txt": "a\n"}, title="Add a")
-    scenario.submit(1)
-    scenario.settle()
+    pr_1_under_test(scenario)
 
     fail_with_results(scenario, failed("test_timeout"))
     scenario.ci_answers = True
@@ -224,10 +214,7 @@ def test_a_failure_of_a_test_not_known_flaky_counts(scenario: Scenario) -> None:
     """A known flaky test and a healthy one failed: that is a real failure, PR 1 fails."""
     scenario.create_queue(flakyFailures="pass")
     known_flaky(scenario, "test_timeout")
-    scenario.ci_answers = False
-    scenario.pr(1, {"a.txt": "a\n"}, title="Add a")
-    scenario.submit(1)
-    scenario.settle()
+    pr_1_under_test(scenario)
 
     fail_with_results(scenario, failed("test_timeout"), failed("test_ok"))
     scenario.settle()
