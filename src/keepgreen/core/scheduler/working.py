@@ -6,10 +6,9 @@ went stale).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, TypeVar, assert_never
+from typing import assert_never
 
 from keepgreen.core.enums import (
     CommitState,
@@ -37,58 +36,13 @@ from keepgreen.core.scheduler.state import (
     EngineState,
     Policy,
 )
+from keepgreen.core.scheduler.tracked import Tracked
 
 _RUN_ID_NAMESPACE = uuid.UUID("5b0f4c52-8a53-4c1e-9d3e-6f2f1b1c7a10")
 FAILING = frozenset({CommitState.FAILURE, CommitState.ERROR})
 PASSING = frozenset({CommitState.SUCCESS})
 SKIPPED = frozenset({CommitState.SKIPPED, CommitState.NEUTRAL})
 RUNNING = frozenset({TestRunStatus.QUEUED, TestRunStatus.IN_PROGRESS})
-
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-class Tracked(dict[K, V]):
-    """A dict that counts its writes, so what is derived from it can be kept until it changes.
-
-    Every way of changing a dict in place moves `version` (`|=` is not used on it); reading is
-    the plain dict's.
-    """
-
-    __slots__ = ("version",)
-
-    def __init__(self, items: Mapping[K, V] | Iterable[tuple[K, V]] = ()) -> None:
-        super().__init__(items)
-        self.version = 0
-
-    def __setitem__(self, key: K, value: V) -> None:
-        super().__setitem__(key, value)
-        self.version += 1
-
-    def __delitem__(self, key: K) -> None:
-        super().__delitem__(key)
-        self.version += 1
-
-    def pop(self, key: K, *default: Any) -> Any:
-        self.version += 1
-        return super().pop(key, *default)
-
-    def popitem(self) -> tuple[K, V]:
-        self.version += 1
-        return super().popitem()
-
-    def setdefault(self, key: K, default: Any = None) -> Any:
-        self.version += 1
-        return super().setdefault(key, default)
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        self.version += 1
-        super().update(*args, **kwargs)
-
-    def clear(self) -> None:
-        self.version += 1
-        super().clear()
 
 
 def test_branch_name(number: int, run_id: TestRunId, *, prefix: str) -> str:
