@@ -121,6 +121,10 @@ STRATEGIES: tuple[Strategy, ...] = (
         "keepgreen: the same, adaptive batch size and depth",
         replace(_KEEPGREEN, adaptive_batch_size=True, adaptive_depth=True),
     ),
+    Strategy(
+        "keepgreen: no batching, d=8, depth 2, 2 retries beside the queue",
+        replace(_KEEPGREEN, batch=False),
+    ),
 )
 
 W1 = Workload(
