@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from keepgreen.app.engine import Loaded, QueueEngine
-from keepgreen.app.flaky.failed_runs import MAX_NAMES
+from keepgreen.app.flaky.failed_runs import MAX_NAME_LENGTH, MAX_NAMES
 from keepgreen.app.flaky.ingest import ReportFile, UploadMetadata, UploadSummary
 from keepgreen.app.flaky.settings import FlakySettings
 from keepgreen.bootstrap import Container
@@ -255,6 +255,19 @@ def test_all_uploads_of_the_commit_count_and_names_are_sorted_and_capped(queued:
     expected = ["same", "Cart adds an item", *(f"c.{name}" for name in names)]
     assert failures.other == tuple(sorted(expected))[:MAX_NAMES]
     assert failures.other[:2] == ("Cart adds an item", "c.test_000")
+
+
+def test_a_very_long_test_name_is_cut_before_it_reaches_the_history(queued: Queued) -> None:
+    """A report may name a test with kilobytes of text: the name that reaches the PR's
+    history, its explanation and its GitHub comment is cut, and says so with an ellipsis.
+    """
+    queued.run()
+    queued.upload(failed("x" * 5000))
+
+    ((name,),) = (f.other for f in queued.failures().values())
+
+    assert len(name) == MAX_NAME_LENGTH
+    assert name == ("c." + "x" * 5000)[: MAX_NAME_LENGTH - 1] + "…"
 
 
 def test_another_repositorys_upload_of_the_same_commit_does_not_count(

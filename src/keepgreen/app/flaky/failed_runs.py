@@ -33,6 +33,9 @@ CLOCK_MARGIN = timedelta(minutes=10)
 # Names kept per list: enough to say what failed, while one broken build failing thousands of
 # tests does not bloat every load of the queue's state.
 MAX_NAMES = 20
+# A name longer than this (a hostile or generated report) is cut, with an ellipsis: the names
+# go into the PR's history, its explanation and its GitHub comment.
+MAX_NAME_LENGTH = 200
 
 
 def uploads_test_results(store: FlakyStore, repository_id: RepositoryId, *, now: datetime) -> bool:
@@ -69,10 +72,14 @@ def split(tests: Iterable[FailedOnCommit], settings: FlakySettings) -> TestFailu
     other: set[str] = set()
     for test in tests:
         forgivable = is_forgivable(settings.quarantine, test.quarantine_override, test.status)
-        (flaky if forgivable else other).add(display_name(test))
+        (flaky if forgivable else other).add(shortened(display_name(test)))
     return TestFailures(
         flaky=tuple(sorted(flaky)[:MAX_NAMES]), other=tuple(sorted(other)[:MAX_NAMES])
     )
+
+
+def shortened(name: str) -> str:
+    return name if len(name) <= MAX_NAME_LENGTH else name[: MAX_NAME_LENGTH - 1] + "…"
 
 
 def display_name(test: FailedOnCommit) -> str:

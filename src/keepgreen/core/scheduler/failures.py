@@ -288,6 +288,16 @@ class Failures(Working):
                 run_id=run.id,
             )
 
+    def lands_as_tested(self, run: TestRun) -> bool:
+        """A passed run on the current tip with no PR left ahead of it: what it tested is what
+        would land now.
+        """
+        return (
+            run.status is TestRunStatus.SUCCEEDED
+            and run.base_sha == self.queue.target_sha
+            and not any(d in self.entries for d in run.dependent_prs)
+        )
+
     def bisect(self, run: TestRun, group: list[QueueEntry]) -> None:
         """Split a failed batch in halves, the second tested on top of the first."""
         root = run.bisection_root or run.id

@@ -306,16 +306,6 @@ class Working:
             if entry_id in self.entries
         }
 
-    def lands_as_tested(self, run: TestRun) -> bool:
-        """A passed run on the current tip with no PR left ahead of it: what it tested is what
-        would land now.
-        """
-        return (
-            run.status is TestRunStatus.SUCCEEDED
-            and run.base_sha == self.queue.target_sha
-            and not any(d in self.entries for d in run.dependent_prs)
-        )
-
     def target_moved(self, sha: str) -> None:
         if self.queue.target_sha == sha:
             return
