@@ -9,8 +9,9 @@ from typing import Any, TypeVar
 from sqlalchemy import ColumnElement, Table, and_, case, false, func, or_, select
 from sqlalchemy.orm import Session
 
-from keepgreen.adapters.db.tables import TestCaseRow
+from keepgreen.adapters.db.tables import TestCaseRow, TestUploadRow
 from keepgreen.app.flaky.settings import FlakySettings
+from keepgreen.app.flaky.store import UploadRecord
 from keepgreen.core.flaky.model import TestCase
 from keepgreen.core.flaky.monitors import ManualFlag, MonitorState, TestStatus
 from keepgreen.core.flaky.quarantine import QuarantineOverride
@@ -72,6 +73,28 @@ def test_case_of(row: TestCaseRow) -> TestCase:
         quarantine_override_at=row.quarantine_override_at,
         ticket=row.ticket,
         codeowners=tuple(row.codeowners or ()),
+    )
+
+
+def upload_of(row: TestUploadRow) -> UploadRecord:
+    return UploadRecord(
+        id=row.id,
+        repository_id=RepositoryId(row.repository_id),
+        commit_sha=row.commit_sha,
+        branch=row.branch,
+        pr_number=row.pr_number,
+        job_url=row.job_url,
+        run_id=row.run_id,
+        variant=row.variant,
+        received_at=row.received_at,
+        files=row.files,
+        tests=row.tests,
+        results=row.results,
+        failed=row.failed,
+        skipped=row.skipped,
+        excluded=row.excluded,
+        upload_key=row.upload_key,
+        failed_tests=tuple(row.failed_tests or ()),
     )
 
 
