@@ -15,7 +15,7 @@ else of a repository stays free, so the shards of one CI run are stored side by 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -43,6 +43,7 @@ _TEST_COLUMNS = (
     "runs",
     "passes",
     "failures",
+    "hold",
 )
 _FAILURE_COLUMNS = ("test_case_id", "attempt", "duration_ms", "summary")
 
@@ -50,13 +51,18 @@ _STAGING = {
     _TESTS: (
         "test_case_id VARCHAR(36) NOT NULL, name TEXT NOT NULL, classname TEXT, parent TEXT,"
         " file TEXT, owners TEXT, runs INTEGER NOT NULL, passes INTEGER NOT NULL,"
-        " failures INTEGER NOT NULL"
+        " failures INTEGER NOT NULL, hold INTEGER NOT NULL"
     ),
     _FAILURES: (
         "test_case_id VARCHAR(36) NOT NULL, attempt INTEGER NOT NULL, duration_ms INTEGER,"
         " summary TEXT"
     ),
 }
+
+
+# Which existing tests an upload rewrites: last seen over LAST_SEEN_STEP ago, or owned anew.
+_STALE = "t.last_seen_at < :stale"
+_OWNED = "(s.owners IS NOT NULL AND CAST(t.codeowners AS TEXT) <> s.owners)"
 
 
 def _at(*names: str) -> list[Any]:
@@ -77,6 +83,7 @@ class UploadWriter:
         codeowners: Mapping[str | None, tuple[str, ...]],
         *,
         roll_up: bool,
+        hold: Collection[str],
     ) -> None:
         ordered = sorted(tests, key=lambda test: test.test_id)
         owners_json = {file: json.dumps(list(owners)) for file, owners in codeowners.items()}
@@ -94,6 +101,7 @@ class UploadWriter:
                     test.runs,
                     test.passes,
                     test.failures,
+                    int(test.test_id in hold),
                 )
                 for test in ordered
             ),
@@ -123,7 +131,11 @@ class UploadWriter:
             "pr_number": upload.pr_number,
         }
         execute = self._session.execute
+        # The tests' own rows first: the new ones inserted, then the existing ones this upload
+        # writes or the caller evaluates taken, each sweep in id order; then the roll-ups.
         execute(self._new_tests(), values)
+        if self._postgresql:
+            execute(self._hold(), values).all()
         execute(self._last_seen(), values)
         if codeowners:
             execute(self._owners_changed(), values)
@@ -184,39 +196,30 @@ class UploadWriter:
             " ORDER BY s.test_case_id ON CONFLICT DO NOTHING"
         ).bindparams(*_at("now"))
 
-    def _locked_update(self, assignments: str, condition: str) -> TextClause:
+    def _hold(self) -> TextClause:
+        return text(
+            f"SELECT t.id FROM test_cases t JOIN {_TESTS} s ON t.id = s.test_case_id"
+            f" WHERE t.repository_id = :repository_id AND (s.hold = 1 OR {_STALE} OR {_OWNED})"
+            " ORDER BY t.id FOR UPDATE OF t"
+        ).bindparams(*_at("stale"))
+
+    def _update(self, assignments: str, condition: str) -> TextClause:
         """UPDATE test_cases SET `assignments` for the upload's tests matching `condition`
-        (over `t`, the test's row, and `s`, its staged row), taking the rows in id order.
+        (over `t`, the test's row, and `s`, its staged row): rows `_hold` already took.
         """
-        if self._postgresql:
-            sql = (
-                f"UPDATE test_cases SET {assignments} FROM (SELECT t.repository_id, t.id"
-                f" FROM test_cases t JOIN {_TESTS} s ON t.id = s.test_case_id"
-                f" WHERE t.repository_id = :repository_id AND {condition}"
-                " ORDER BY t.id FOR UPDATE OF t) l"
-                " WHERE test_cases.repository_id = l.repository_id AND test_cases.id = l.id"
-            )
-        else:
-            sql = (
-                f"UPDATE test_cases SET {assignments} WHERE repository_id = :repository_id"
-                f" AND id IN (SELECT t.id FROM test_cases t JOIN temp.{_TESTS} s"
-                f" ON t.id = s.test_case_id WHERE t.repository_id = :repository_id"
-                f" AND {condition})"
-            )
-        return text(sql)
+        return text(
+            f"UPDATE test_cases SET {assignments} WHERE repository_id = :repository_id"
+            f" AND id IN (SELECT t.id FROM test_cases t JOIN {_TESTS} s"
+            f" ON t.id = s.test_case_id WHERE t.repository_id = :repository_id AND {condition})"
+        )
 
     def _last_seen(self) -> TextClause:
-        return self._locked_update("last_seen_at = :now", "t.last_seen_at < :stale").bindparams(
-            *_at("now", "stale")
-        )
+        return self._update("last_seen_at = :now", _STALE).bindparams(*_at("now", "stale"))
 
     def _owners_changed(self) -> TextClause:
         # The owners of the test's file, when the upload knows them and they changed.
         staged = f"(SELECT s2.owners FROM {_TESTS} s2 WHERE s2.test_case_id = test_cases.id)"
-        return self._locked_update(
-            f"codeowners = {self._json(staged)}",
-            "s.owners IS NOT NULL AND CAST(t.codeowners AS TEXT) <> s.owners",
-        )
+        return self._update(f"codeowners = {self._json(staged)}", _OWNED)
 
     def _greatest(self, left: str, right: str) -> str:
         # Both are NULL when an argument is; coalesce falls back to whichever is set.

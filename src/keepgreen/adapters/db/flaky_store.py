@@ -132,19 +132,36 @@ class SqlFlakyStore:
         codeowners: Mapping[str | None, tuple[str, ...]],
         *,
         roll_up: bool,
+        hold: Collection[str] = (),
     ) -> None:
-        UploadWriter(self._session).write(upload, tests, codeowners, roll_up=roll_up)
+        UploadWriter(self._session).write(upload, tests, codeowners, roll_up=roll_up, hold=hold)
 
-    def lock_tests(self, repository_id: RepositoryId, ids: Collection[str]) -> None:
+    def hold_tests(self, repository_id: RepositoryId, ids: Collection[str]) -> set[str]:
         if self._session.get_bind().dialect.name != "postgresql":
-            return  # SQLite's writers already run one at a time
+            return set(ids)  # SQLite's writers already run one at a time
+        held: set[str] = set()
         for chunk in chunks(sorted(ids)):
-            self._session.execute(
-                select(TestCaseRow.id)
-                .where(TestCaseRow.repository_id == repository_id, TestCaseRow.id.in_(chunk))
-                .order_by(TestCaseRow.id)
-                .with_for_update()
-            ).all()
+            held.update(
+                self._session.scalars(
+                    select(TestCaseRow.id)
+                    .where(TestCaseRow.repository_id == repository_id, TestCaseRow.id.in_(chunk))
+                    .order_by(TestCaseRow.id)
+                    .with_for_update(skip_locked=True)
+                )
+            )
+        return held
+
+    def failing_on_commit(self, repository_id: RepositoryId, commit_sha: str) -> set[str]:
+        # Through ix_test_commit_rollups_failed, as mixed_on_commit.
+        return set(
+            self._session.scalars(
+                select(TestCommitRow.test_case_id).where(
+                    TestCommitRow.repository_id == repository_id,
+                    TestCommitRow.commit_sha == commit_sha,
+                    TestCommitRow.failures > 0,
+                )
+            )
+        )
 
     # --- reads for detection --------------------------------------------------------------
 

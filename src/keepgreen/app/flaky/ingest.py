@@ -20,11 +20,12 @@ from keepgreen.app.errors import InvalidInput, KeepgreenError, RetryableConflict
 from keepgreen.app.flaky.detection import Detector
 from keepgreen.app.flaky.settings import FlakySettings
 from keepgreen.app.flaky.store import FlakyStore, UploadRecord
-from keepgreen.app.flaky.tally import Tally
+from keepgreen.app.flaky.tally import Tally, TestTally
 from keepgreen.app.lookup import find_repository
 from keepgreen.app.ports import Clock, IdFactory, UnitOfWork, UnitOfWorkFactory
 from keepgreen.app.telemetry import Telemetry
 from keepgreen.core.flaky.ids import repo_full_name
+from keepgreen.core.flaky.model import TestCase
 from keepgreen.core.flaky.results import CaseResult, Outcome
 from keepgreen.core.ids import OrgId
 from keepgreen.core.model import RepoRef, Repository
@@ -304,24 +305,39 @@ class IngestService:
         )
         earlier = store.claim_upload(upload)
         if earlier is not None:
-            return self._summary(store, earlier, settings, repeated=True)
-        store.add_tests(upload, list(tests.values()), codeowners, roll_up=not excluded)
-        if not excluded:
-            # Only these can change status: a new failure, a commit now mixed, or a test
-            # already unhealthy (a pass may resolve it). A healthy test that passed cannot.
-            touched = {test.test_id for test in tests.values() if test.failures}
-            touched |= store.mixed_on_commit(repository.id, metadata.commit_sha) & tests.keys()
-            touched |= set(store.unhealthy_ids(repository.id)) & tests.keys()
-            store.lock_tests(repository.id, touched)
-            self._detector.reevaluate(store, repository.id, settings.monitors, touched, now=now)
-        return self._summary(store, upload, settings, repeated=False)
+            stored = store.tests(repository.id, earlier.failed_tests)
+            return self._summary(store, earlier, settings, stored, repeated=True)
+        if excluded:
+            store.add_tests(upload, list(tests.values()), codeowners, roll_up=False)
+            return self._summary(store, upload, settings, tests, repeated=False)
+        # Only these can change status: a new failure, a commit now mixed, or a test already
+        # unhealthy (a pass may resolve it). A healthy test that passed cannot. They are known
+        # before anything is written, so their rows are taken first, in order (see add_tests).
+        touched = {test.test_id for test in tests.values() if test.failures}
+        touched |= store.failing_on_commit(repository.id, metadata.commit_sha) & tests.keys()
+        touched |= set(store.unhealthy_ids(repository.id)) & tests.keys()
+        store.add_tests(upload, list(tests.values()), codeowners, roll_up=True, hold=touched)
+        # A concurrent upload may have failed one of these tests on this commit meanwhile.
+        late = (store.mixed_on_commit(repository.id, metadata.commit_sha) & tests.keys()) - touched
+        touched |= store.hold_tests(repository.id, late)
+        # Read again: an upload that committed while this one waited for its rows read the
+        # clock later than `now`, and its results must not look as if from the future.
+        evaluated_at = max(now, self._clock())
+        self._detector.reevaluate(
+            store, repository.id, settings.monitors, touched, now=evaluated_at
+        )
+        return self._summary(store, upload, settings, tests, repeated=False)
 
     @staticmethod
     def _summary(
-        store: FlakyStore, upload: UploadRecord, settings: FlakySettings, *, repeated: bool
+        store: FlakyStore,
+        upload: UploadRecord,
+        settings: FlakySettings,
+        cases: Mapping[str, TestCase | TestTally],
+        *,
+        repeated: bool,
     ) -> UploadSummary:
         failed = upload.failed_tests
-        cases = store.tests(upload.repository_id, failed)
         quarantined = store.quarantined_ids(upload.repository_id, settings, failed)
         return UploadSummary(
             upload_id=upload.id,

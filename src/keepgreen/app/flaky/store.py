@@ -109,21 +109,30 @@ class FlakyStore(Protocol):
         codeowners: Mapping[str | None, tuple[str, ...]],
         *,
         roll_up: bool,
+        hold: Collection[str] = (),
     ) -> None:
         """Store what the upload (claimed) says of each test, set-based: tests not stored yet
         are added (healthy, owned as `codeowners` says for their file); last_seen_at moves
         (to the hour) and owners change where `codeowners` names the test's file; each failed
         attempt becomes a result; and when `roll_up`, the hourly, per-commit and failure-
         summary roll-ups add the upload's counts. Every row is of the upload's repository.
-        Concurrent uploads of one repository do not wait on each other unless they share
-        rows, and then they take them in the same order (no deadlocks on PostgreSQL).
+
+        The rows of the tests in `hold` (the ones the caller will evaluate) stay held until
+        commit. Concurrent uploads of one repository do not wait on each other unless they
+        share tests, and then they take every row in the same order, the tests' own rows
+        first, then the roll-ups', each in test id order: they never deadlock on PostgreSQL.
         """
         ...
 
-    def lock_tests(self, repository_id: RepositoryId, ids: Collection[str]) -> None:
-        """Hold these tests' rows until commit (in id order), so that two uploads evaluating
-        the same test do it one after the other; the rest of the repository stays free.
+    def hold_tests(self, repository_id: RepositoryId, ids: Collection[str]) -> set[str]:
+        """Hold these tests' rows until commit, skipping those another transaction holds now
+        (waiting for them could deadlock); answers the ones held. For tests found late, after
+        `add_tests`: whoever holds a skipped one is evaluating it already.
         """
+        ...
+
+    def failing_on_commit(self, repository_id: RepositoryId, commit_sha: str) -> set[str]:
+        """The tests with a failed attempt on `commit_sha` (passed or not)."""
         ...
 
     def tests(self, repository_id: RepositoryId, ids: Collection[str]) -> Mapping[str, TestCase]:
