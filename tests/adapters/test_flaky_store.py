@@ -131,6 +131,7 @@ def everything_read(uow: UnitOfWork, repository: Repository) -> dict[str, Any]:
         "impacted": listings.pull_requests_impacted(repository_id, [SHARED], since),
         "failures": listings.failure_counts(repository_id, [SHARED], since),
         "failing": listings.page_failing(repository_id, since, end, offset=0, limit=10),
+        "failing_count": listings.count_failing(repository_id, since, end),
         "flaky": listings.page_by_status(repository_id, TestStatus.FLAKY, offset=0, limit=10),
         "quarantine_list": listings.page_quarantined(repository_id, settings, offset=0, limit=10),
     }

@@ -100,9 +100,9 @@ class FlakyReadService:
             ("list-unhealthy-tests", status.value),
             size=size,
             token=token,
-            count=lambda store, repo, _s: store.count_by_status(repo.id, status),
-            fetch=lambda store, repo, _s, offset, limit: store.page_by_status(
-                repo.id, status, offset=offset, limit=limit
+            fetch=lambda store, repo, _s, offset, limit: (
+                store.page_by_status(repo.id, status, offset=offset, limit=limit),
+                store.count_by_status(repo.id, status),
             ),
             figures=False,
         )
@@ -129,7 +129,6 @@ class FlakyReadService:
             ("list-failing-tests", start.isoformat(), end.isoformat()),
             size=size,
             token=token,
-            count=lambda store, repo, _s: store.count_failing(repo.id, start, end),
             fetch=lambda store, repo, _s, offset, limit: store.page_failing(
                 repo.id, start, end, offset=offset, limit=limit
             ),
@@ -143,9 +142,9 @@ class FlakyReadService:
             ("list-quarantined-tests",),
             size=size,
             token=token,
-            count=lambda store, repo, settings: store.count_quarantined(repo.id, settings),
-            fetch=lambda store, repo, settings, offset, limit: store.page_quarantined(
-                repo.id, settings, offset=offset, limit=limit
+            fetch=lambda store, repo, settings, offset, limit: (
+                store.page_quarantined(repo.id, settings, offset=offset, limit=limit),
+                store.count_quarantined(repo.id, settings),
             ),
             figures=False,
         )
@@ -169,8 +168,9 @@ class FlakyReadService:
         *,
         size: int,
         token: str,
-        count: Callable[[FlakyListings, Repository, FlakySettings], int],
-        fetch: Callable[[FlakyListings, Repository, FlakySettings, int, int], Sequence[TestCase]],
+        fetch: Callable[
+            [FlakyListings, Repository, FlakySettings, int, int], tuple[Sequence[TestCase], int]
+        ],
         figures: bool,
     ) -> TestPage:
         size = page_size_of(size)
@@ -180,8 +180,8 @@ class FlakyReadService:
             fingerprint = tokens.fingerprint(repository.id, size, *query)
             offset = tokens.offset(fingerprint, token)
             settings = uow.flaky.settings(repository.id)
-            total = count(uow.flaky_listings, repository, settings)
-            tests = fetch(uow.flaky_listings, repository, settings, offset, size)
+            # The page and how many there are in all.
+            tests, total = fetch(uow.flaky_listings, repository, settings, offset, size)
             views = self._views(uow.flaky_listings, repository, settings, tests, figures=figures)
         page = tokens.page(fingerprint, offset=offset, size=size, total=total)
         return TestPage(tuple(views), page)

@@ -240,8 +240,10 @@ class FlakyListings(Protocol):
         *,
         offset: int,
         limit: int,
-    ) -> Sequence[TestCase]:
-        """Distinct tests with a failed result in [start, end), most failures first."""
+    ) -> tuple[Sequence[TestCase], int]:
+        """Distinct tests with a failed result in [start, end), most failures first: the
+        page, and how many such tests there are in all.
+        """
         ...
 
     def count_quarantined(self, repository_id: RepositoryId, settings: FlakySettings) -> int: ...

@@ -41,11 +41,32 @@ def upgrade() -> None:
     for table in ("test_hourly_rollups", "test_commit_rollups"):
         with op.batch_alter_table(table) as batch:
             batch.drop_constraint(f"fk_{table}_repository_id_test_cases", type_="foreignkey")
+    op.drop_index("ix_test_results_repository_outcome_at", table_name="test_results")
+    op.create_index(
+        "ix_test_results_failed_at",
+        "test_results",
+        ["repository_id", "outcome", "at", "test_case_id"],
+    )
+    candidate = sa.text("status = 'flaky' OR quarantine_override IS NOT NULL")
+    op.create_index(
+        "ix_test_cases_quarantine_candidates",
+        "test_cases",
+        ["repository_id", "name", "id"],
+        postgresql_where=candidate,
+        sqlite_where=candidate,
+    )
     # Passes and skips were kept one by one but never read back: the roll-ups count them.
     op.execute("DELETE FROM test_results WHERE outcome <> 'failed'")
 
 
 def downgrade() -> None:
+    op.drop_index("ix_test_cases_quarantine_candidates", table_name="test_cases")
+    op.drop_index("ix_test_results_failed_at", table_name="test_results")
+    op.create_index(
+        "ix_test_results_repository_outcome_at",
+        "test_results",
+        ["repository_id", "outcome", "at"],
+    )
     for table in ("test_hourly_rollups", "test_commit_rollups"):
         with op.batch_alter_table(table) as batch:
             batch.create_foreign_key(
