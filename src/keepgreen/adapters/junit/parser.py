@@ -13,6 +13,9 @@ Identity follows Trunk's parser (context/src/junit/parser.rs at the commit of th
 - A testcase without a name is a test named "" (Trunk keeps it, and flags the report): it is
   kept, so that its failure counts (GoogleTest writes one for a failing SetUpTestSuite,
   Surefire 3 for a failing JUnit 5 @BeforeAll, Jest for `test('')`).
+- Two differences stay, both in text XML forbids or normalises: libxml2 turns a raw tab or
+  line break inside an attribute into a space, as XML says (Trunk's parser keeps it; tools
+  write them as `&#10;`), and a forbidden character is U+FFFD here (see document.py).
 
 Where Trunk's parser would lose a failure, this one keeps it:
 
