@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keepgreen.core.flaky.ids import make_test_id, repo_full_name, uuid5_url
+from keepgreen.core.flaky.ids import _base, make_test_id, repo_full_name, uuid5_url
 
 EXAMPLE = {
     "file": "src/lib.rs",
@@ -217,3 +217,29 @@ def test_make_test_id_is_gen_info_id_on_uuid5(
     )
 
     assert got == reference_id(org, repo, fields, custom_id, variant)
+
+
+@pytest.mark.parametrize(
+    ("custom_id", "expected"),
+    [
+        (None, "c869cb93-66e2-516d-a0ea-15ff4b413c3f"),
+        ("trunk:12345", "4392f63c-8dc9-5cec-bbdc-e7b90c2e5a6b"),
+        ("a6e84936-3ee9-57d5-b041-ae124896f654", "8057218b-95e4-5373-afbe-c366d4058615"),
+    ],
+)
+def test_gen_info_id_base_vectors_with_a_variant(custom_id: str | None, expected: str) -> None:
+    # The first of the two hashes a variant takes (gen_info_id_base in Trunk's CLI), which
+    # make_test_id does not return on its own: checked through the function that computes it.
+    fields = (
+        "example_org",
+        "example_repo",
+        "src/lib.rs",
+        "ExampleClass",
+        "parent/fact/path",
+        "example_name",
+        "JUNIT_TESTCASE",
+    )
+
+    got = _base("example_org", "example_repo", fields, info_id=custom_id, variant="unix")
+
+    assert got == expected

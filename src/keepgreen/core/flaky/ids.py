@@ -80,7 +80,9 @@ def make_test_id(
 def _base(
     org: str, repo: str, fields: tuple[str, ...], *, info_id: str | None, variant: str
 ) -> str:
-    """Trunk's gen_info_id_base: the custom id's hash when it counts, else the fields'."""
+    """Trunk's gen_info_id_base: the custom id's hash when it counts, else the hash of
+    `fields` (org, repo, file, classname, parent, name and "JUNIT_TESTCASE", "" for None).
+    """
     tail = (variant,) if variant else ()
     if info_id:
         if info_id.startswith("trunk:"):
