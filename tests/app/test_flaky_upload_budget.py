@@ -7,6 +7,8 @@ repository, in a read-only unit, and refuses to open any other.
 
 from __future__ import annotations
 
+import gc
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +23,7 @@ from keepgreen.app.flaky.ingest import (
     ResultLimitReached,
     UploadMetadata,
 )
+from keepgreen.app.flaky.tally import cyclic_gc_paused
 from keepgreen.core.flaky.results import CaseResult, Outcome
 from keepgreen.core.ids import OrgId, RepositoryId
 from keepgreen.core.model import RepoRef, Repository
@@ -140,3 +143,31 @@ def test_the_text_the_results_keep_is_capped_per_upload() -> None:
     assert caught.value.message.startswith(
         "file b.xml: the results of the upload hold more than 128 Mi characters"
     )
+
+
+def test_the_cycle_collector_is_paused_while_reading_and_back_after() -> None:
+    assert gc.isenabled()
+    inner = threading.Event()
+    release = threading.Event()
+
+    def other_reader() -> None:
+        with cyclic_gc_paused():
+            inner.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=other_reader)
+    with cyclic_gc_paused():
+        assert not gc.isenabled()
+        thread.start()
+        inner.wait(5)
+    assert not gc.isenabled()  # the other reader is still in its block
+    release.set()
+    thread.join(5)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with cyclic_gc_paused():
+            pass
+        assert not gc.isenabled()  # it was off before: it stays off
+    finally:
+        gc.enable()

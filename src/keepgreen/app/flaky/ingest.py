@@ -20,7 +20,7 @@ from keepgreen.app.errors import InvalidInput, KeepgreenError, RetryableConflict
 from keepgreen.app.flaky.detection import Detector
 from keepgreen.app.flaky.settings import FlakySettings
 from keepgreen.app.flaky.store import FlakyStore, UploadRecord
-from keepgreen.app.flaky.tally import Tally, TestTally
+from keepgreen.app.flaky.tally import Tally, TestTally, cyclic_gc_paused
 from keepgreen.app.lookup import find_repository
 from keepgreen.app.ports import Clock, IdFactory, UnitOfWork, UnitOfWorkFactory
 from keepgreen.app.telemetry import Telemetry
@@ -193,7 +193,10 @@ class IngestService:
         # Reading, identifying and tallying happen before the write transaction opens, and so
         # do the owners (which may read the repository): the transaction holds only writes.
         ref = repository.ref
-        tally = self._read(files, org_slug, repo_full_name(ref.host, ref.owner, ref.name), metadata)
+        with cyclic_gc_paused():
+            tally = self._read(
+                files, org_slug, repo_full_name(ref.host, ref.owner, ref.name), metadata
+            )
         owners = (
             self._owners.from_text(metadata.codeowners)
             if metadata.codeowners is not None

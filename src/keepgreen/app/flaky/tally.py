@@ -8,7 +8,10 @@ tallied, and what the upload holds grows with its tests, not with its text.
 
 from __future__ import annotations
 
+import gc
+import threading
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import NamedTuple
 
@@ -58,12 +61,6 @@ class TestTally:
     def runs(self) -> int:
         """Attempts that ran (a skip is no run)."""
         return self.passes + self.failures
-
-    def text_chars(self) -> int:
-        """Characters of names and summaries this tally keeps."""
-        fields = (self.name, self.classname, self.parent, self.file)
-        kept = sum(len(field) for field in fields if field is not None)
-        return kept + sum(len(failed.summary or "") for failed in self.failed_attempts)
 
     def add(self, result: CaseResult, order: int) -> int:
         """Counts one attempt; answers the characters of text it added."""
@@ -126,7 +123,13 @@ class Tally:
             test = tests.get(test_id)
             if test is None:
                 test = tests[test_id] = TestTally(test_id, result)
-                self.text_chars += test.text_chars()
+                # The names this upload keeps once per test (a summary is counted by add).
+                self.text_chars += (
+                    len(result.name)
+                    + len(result.classname or "")
+                    + len(result.parent or "")
+                    + len(result.file or "")
+                )
             self.text_chars += test.add(result, self.results)
             self.results += 1
 
@@ -140,3 +143,30 @@ def hour_of(moment: datetime) -> datetime:
 
 def day_of(moment: datetime) -> datetime:
     return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+_pausing = threading.Lock()
+_paused_by = 0
+_was_enabled = True  # the collector's state when the first of the blocks began
+
+
+@contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """Python's cycle collector paused while the block runs (and while any other thread is in
+    such a block). Reading a report builds hundreds of thousands of objects that refer to no
+    cycle; the collector would scan them all again and again as they grow (a third of the
+    time of a tally), and reference counting frees them all the same.
+    """
+    global _paused_by, _was_enabled  # noqa: PLW0603 (one count for the process, as the collector is)
+    with _pausing:
+        if not _paused_by:
+            _was_enabled = gc.isenabled()
+        _paused_by += 1
+        gc.disable()
+    try:
+        yield
+    finally:
+        with _pausing:
+            _paused_by -= 1
+            if not _paused_by and _was_enabled:
+                gc.enable()
