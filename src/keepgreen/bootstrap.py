@@ -16,7 +16,13 @@ from sqlalchemy.orm import sessionmaker
 
 from keepgreen.adapters.ci.runner import BuiltInRunner
 from keepgreen.adapters.ci.sandbox import make_sandbox
-from keepgreen.adapters.db.engine import folder_problem, migrate, open_engine, pool_stats
+from keepgreen.adapters.db.engine import (
+    READ_ONLY_OPTION,
+    folder_problem,
+    migrate,
+    open_engine,
+    pool_stats,
+)
 from keepgreen.adapters.db.uow import SqlUnitOfWork
 from keepgreen.adapters.git.local_host import LocalGitHost, local_path
 from keepgreen.adapters.git.refnames import is_valid_ref_name
@@ -159,9 +165,12 @@ def bootstrap(
     if run_migrations:
         migrate(engine)
     sessions = sessionmaker(engine, expire_on_commit=False)
+    read_sessions = sessionmaker(
+        engine.execution_options(**{READ_ONLY_OPTION: True}), expire_on_commit=False
+    )
 
-    def unit_of_work() -> UnitOfWork:
-        return SqlUnitOfWork(sessions, new_id)
+    def unit_of_work(*, read_only: bool = False) -> UnitOfWork:
+        return SqlUnitOfWork(read_sessions if read_only else sessions, new_id)
 
     github_key = settings.github_private_key()  # a bad key file stops the start
     if github_webhook_secret is not None and github_key is None:

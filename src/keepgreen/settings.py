@@ -56,6 +56,11 @@ class Settings(BaseSettings):
     # Unset, each answer uses the scheme, host and port its request came to (set it behind a
     # proxy that rewrites the Host header).
     public_url: str | None = None
+    # Flaky-test uploads stored at once by one `keepgreen serve` process, and how long one
+    # more waits for its turn before it is answered 503 with Retry-After (the CLI then waits
+    # and sends it again; it is stored once).
+    upload_concurrency: Annotated[int, Field(ge=1, le=64)] = 2
+    upload_queue_seconds: Annotated[float, Field(ge=0, le=3600)] = 120.0
     # Raw flaky-test results are kept this many days; the rollups the API reads, this many.
     result_retention_days: int = 30
     rollup_retention_days: int = 90

@@ -8,37 +8,33 @@ schema itself refuses a row of one repository under another's test.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import insert
 from sqlalchemy.exc import IntegrityError
 
+from keepgreen.adapters.db import tables
 from keepgreen.app.flaky.settings import FlakySettings
-from keepgreen.app.flaky.store import (
-    CommitDelta,
-    FailureDelta,
-    FlakyStore,
-    HourDelta,
-    ResultRecord,
-    SavedStatus,
-    UploadRecord,
-)
+from keepgreen.app.flaky.store import FlakyStore, SavedStatus, UploadRecord
+from keepgreen.app.flaky.tally import TestTally
 from keepgreen.app.ports import UnitOfWork
 from keepgreen.bootstrap import Container
-from keepgreen.core.flaky.model import StatusChange, TestCase
+from keepgreen.core.flaky.model import StatusChange
 from keepgreen.core.flaky.monitors import ManualFlag, MonitorState, TestStatus
 from keepgreen.core.flaky.quarantine import QuarantineOverride, QuarantineSettings
 from keepgreen.core.model import Repository
 from tests.support.builders import T0
 from tests.support.gitrepo import GitRepo
+from tests.support.tallies import a_tally
 from tests.support.wire import REPO
 
 SHARED = "5e1f0c3a-9b7e-5d2c-8a41-0c6f3b2a1d90"  # a v5 UUID both repositories' reports name
 SHA = "a" * 40
-HOUR = T0.replace(minute=0)
 
 
 @pytest.fixture
@@ -53,23 +49,6 @@ def globex(container: Container, tmp_path: Path) -> Repository:
     """Another org's repository, registered under the very same name."""
     return container.admin.add_repository(
         org_slug="globex", ref=REPO, git_url=str(GitRepo(tmp_path / "globex").path), ci_command=None
-    )
-
-
-def a_test(repository: Repository, name: str, test_id: str = SHARED) -> TestCase:
-    return TestCase(
-        id=test_id,
-        repository_id=repository.id,
-        name=name,
-        classname="pkg.Thing",
-        parent="suite",
-        file="tests/test_thing.py",
-        variant="",
-        status=TestStatus.HEALTHY,
-        status_reason="healthy",
-        status_at=T0,
-        first_seen_at=T0,
-        last_seen_at=T0,
     )
 
 
@@ -95,6 +74,13 @@ def an_upload(repository: Repository, upload_id: str, **fields: Any) -> UploadRe
     return UploadRecord(**values)
 
 
+def add_tests(store: FlakyStore, repository: Repository, *tallies: TestTally) -> None:
+    """Store `tallies` as one upload of `repository`."""
+    upload = an_upload(repository, str(uuid.uuid4()))
+    assert store.claim_upload(upload) is None
+    store.add_tests(upload, list(tallies), {}, roll_up=True)
+
+
 def store_everything(
     store: FlakyStore, repository: Repository, *, name: str, upload_id: str, summary: str
 ) -> None:
@@ -107,16 +93,10 @@ def store_everything(
         FlakySettings(quarantine=QuarantineSettings(enabled=True, auto_quarantine_flaky=True)),
         at=T0,
     )
-    store.ensure_tests(repository_id, [a_test(repository, name)], seen_at=T0)
     upload = an_upload(repository, upload_id)
-    store.add_upload(upload)
-    store.add_results(upload, [ResultRecord(SHARED, "failed", 1, 10, summary)])
-    store.add_to_rollups(
-        repository_id,
-        [HourDelta(SHARED, HOUR, "main", 2, 1, T0)],
-        [CommitDelta(SHARED, SHA, "main", 7, 1, 1, T0)],
-        [FailureDelta(SHARED, HOUR.replace(hour=0), summary[:32], summary, 1, T0)],
-    )
+    assert store.claim_upload(upload) is None
+    tally = a_tally(SHARED, name, passes=1, failures=1, message=summary)
+    store.add_tests(upload, [tally], {}, roll_up=True)
     monitors = {
         "pass_on_retry": MonitorState(
             active=True, since=T0, reason=summary, classification=TestStatus.FLAKY
@@ -141,7 +121,7 @@ def everything_read(uow: UnitOfWork, repository: Repository) -> dict[str, Any]:
         "test": store.test(repository_id, SHARED),
         "tests": store.tests(repository_id, [SHARED]),
         "settings": settings,
-        "mixed": store.mixed_on_commit(repository_id, [SHARED], SHA),
+        "mixed": store.mixed_on_commit(repository_id, SHA),
         "buckets": store.buckets(repository_id, [SHARED], since),
         "commits": store.commits(repository_id, [SHARED], since),
         "unhealthy": store.unhealthy_ids(repository_id),
@@ -151,6 +131,7 @@ def everything_read(uow: UnitOfWork, repository: Repository) -> dict[str, Any]:
         "impacted": listings.pull_requests_impacted(repository_id, [SHARED], since),
         "failures": listings.failure_counts(repository_id, [SHARED], since),
         "failing": listings.page_failing(repository_id, since, end, offset=0, limit=10),
+        "failing_count": listings.count_failing(repository_id, since, end),
         "flaky": listings.page_by_status(repository_id, TestStatus.FLAKY, offset=0, limit=10),
         "quarantine_list": listings.page_quarantined(repository_id, settings, offset=0, limit=10),
     }
@@ -160,8 +141,8 @@ def test_one_test_id_in_two_repositories_is_two_tests(
     container: Container, acme: Repository, globex: Repository
 ) -> None:
     with container.unit_of_work() as uow:
-        uow.flaky.ensure_tests(acme.id, [a_test(acme, "acme_name")], seen_at=T0)
-        uow.flaky.ensure_tests(globex.id, [a_test(globex, "globex_name")], seen_at=T0)
+        add_tests(uow.flaky, acme, a_tally(SHARED, "acme_name"))
+        add_tests(uow.flaky, globex, a_tally(SHARED, "globex_name"))
         uow.commit()
     with container.unit_of_work() as uow:
         acme_test, globex_test = (uow.flaky.test(r.id, SHARED) for r in (acme, globex))
@@ -225,43 +206,48 @@ def test_writes_naming_a_test_the_repository_lacks_change_nothing(
         assert everything_read(uow, acme) == before
 
 
-@pytest.mark.parametrize("row", ["result", "hour", "commit", "failure", "status_change"])
+@pytest.mark.parametrize("row", ["result", "failure", "status_change"])
 def test_the_schema_refuses_a_row_under_another_repositorys_test(
     container: Container, acme: Repository, globex: Repository, row: str
 ) -> None:
     with container.unit_of_work() as uow:
-        uow.flaky.ensure_tests(acme.id, [a_test(acme, "acme_name")], seen_at=T0)
-        uow.flaky.add_upload(an_upload(globex, "u-globex"))
+        add_tests(uow.flaky, acme, a_tally(SHARED, "acme_name"))
+        uow.flaky.claim_upload(an_upload(globex, "u-globex"))
         uow.commit()
-    with container.unit_of_work() as uow:
-        store = uow.flaky
-        writes = {
-            "result": lambda: store.add_results(
-                an_upload(globex, "u-globex"), [ResultRecord(SHARED, "failed", 1, None, None)]
-            ),
-            "hour": lambda: store.add_to_rollups(
-                globex.id, [HourDelta(SHARED, HOUR, "main", 1, 1, T0)], [], []
-            ),
-            "commit": lambda: store.add_to_rollups(
-                globex.id, [], [CommitDelta(SHARED, SHA, "main", None, 0, 1, T0)], []
-            ),
-            "failure": lambda: store.add_to_rollups(
-                globex.id, [], [], [FailureDelta(SHARED, HOUR, "k", "boom", 1, T0)]
-            ),
-            "status_change": lambda: (
-                store.add_status_change(globex.id, StatusChange(SHARED, T0, TestStatus.FLAKY, "x")),
-                uow.commit(),
-            ),
-        }
-        with pytest.raises(IntegrityError):
-            writes[row]()
+    rows: dict[str, tuple[Any, dict[str, Any]]] = {
+        "result": (
+            tables.TestResultRow,
+            {"upload_id": "u-globex", "at": T0, "outcome": "failed", "attempt": 0},
+        ),
+        "failure": (
+            tables.TestFailureRow,
+            {"day": T0, "summary_key": "k", "summary": "boom", "occurrences": 1, "last_at": T0},
+        ),
+        "status_change": (
+            tables.TestStatusChangeRow,
+            {"at": T0, "status": "flaky", "reason": "x"},
+        ),
+    }
+    table, values = rows[row]
+    statement = insert(table).values(repository_id=globex.id, test_case_id=SHARED, **values)
+    with container.engine.connect() as connection, pytest.raises(IntegrityError):
+        connection.execute(statement)
 
 
-def test_tests_of_another_repository_are_refused_by_ensure_tests(
+def test_add_tests_writes_only_the_uploads_repository(
     container: Container, acme: Repository, globex: Repository
 ) -> None:
-    with container.unit_of_work() as uow, pytest.raises(ValueError, match="repositories"):
-        uow.flaky.ensure_tests(acme.id, [a_test(globex, "stray")], seen_at=T0)
+    with container.unit_of_work() as uow:
+        add_tests(uow.flaky, acme, a_tally(SHARED, "acme_name", passes=1))
+        uow.commit()
+    with container.unit_of_work() as uow:
+        before = everything_read(uow, acme)
+    with container.unit_of_work() as uow:
+        add_tests(uow.flaky, globex, a_tally(SHARED, "globex_name", failures=3, message="boom"))
+        uow.commit()
+    with container.unit_of_work() as uow:
+        assert everything_read(uow, acme) == before
+        assert uow.flaky_listings.failure_rates(globex.id, [SHARED], now=T0)[SHARED].runs_7d == 3
 
 
 def test_the_sweep_sees_each_repositorys_unhealthy_tests_under_that_repository(
@@ -269,8 +255,8 @@ def test_the_sweep_sees_each_repositorys_unhealthy_tests_under_that_repository(
 ) -> None:
     other = "0b1d2e3f-4a5b-5c6d-8e7f-8091a2b3c4d5"
     with container.unit_of_work() as uow:
-        uow.flaky.ensure_tests(acme.id, [a_test(acme, "a"), a_test(acme, "b", other)], seen_at=T0)
-        uow.flaky.ensure_tests(globex.id, [a_test(globex, "c")], seen_at=T0)
+        add_tests(uow.flaky, acme, a_tally(SHARED, "a"), a_tally(other, "b"))
+        add_tests(uow.flaky, globex, a_tally(SHARED, "c"))
         flaky = [SavedStatus(SHARED, TestStatus.FLAKY, "x", T0, {})]
         uow.flaky.save_statuses(acme.id, flaky)
         uow.flaky.save_statuses(globex.id, [replace(flaky[0], status=TestStatus.BROKEN)])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from sqlalchemy import Engine, MetaData, inspect, text
 
 from keepgreen.adapters.db.engine import alembic_config, make_engine, migrate
 from keepgreen.adapters.db.tables import Base
+from keepgreen.app.flaky.store import UploadRecord
 from keepgreen.bootstrap import bootstrap
 from keepgreen.core.flaky.model import StatusChange
 from keepgreen.core.flaky.monitors import TestStatus
@@ -22,6 +22,7 @@ from keepgreen.core.ids import RepositoryId
 from keepgreen.settings import Settings
 from tests.conftest import BACKENDS, PG_URL
 from tests.support.pgschema import fresh_schema
+from tests.support.tallies import a_tally
 
 
 def test_migrating_twice_changes_nothing(database_url: str) -> None:
@@ -216,10 +217,26 @@ def test_0004_keys_tests_by_repository_and_keeps_each_repositorys_rows(
             history = uow.flaky_listings.status_history(RepositoryId(ACME_REPO), SHARED)
             assert [change.reason for change in history] == ["flagged"]
             # Now globex can have a test of its own with the same id.
-            uow.flaky.ensure_tests(
-                RepositoryId(GLOBEX_REPO),
-                [replace(test, repository_id=RepositoryId(GLOBEX_REPO), name="globex_copy")],
-                seen_at=T0 + timedelta(hours=1),
+            upload = UploadRecord(
+                id="u-globex-copy",
+                repository_id=RepositoryId(GLOBEX_REPO),
+                commit_sha="c" * 40,
+                branch="main",
+                pr_number=None,
+                job_url=None,
+                run_id=None,
+                variant="",
+                received_at=T0 + timedelta(hours=1),
+                files=1,
+                tests=1,
+                results=1,
+                failed=0,
+                skipped=0,
+                excluded=False,
+            )
+            assert uow.flaky.claim_upload(upload) is None
+            uow.flaky.add_tests(
+                upload, [a_tally(SHARED, "globex_copy", passes=1)], {}, roll_up=True
             )
             uow.flaky.add_status_change(
                 RepositoryId(GLOBEX_REPO),

@@ -31,7 +31,7 @@ def test_retention_deletes_raw_results_then_rollups_but_keeps_the_test(
 
     clock.advance(days=31)
     deleted_results = container.housekeeping.purge()
-    assert deleted_results == 3  # two results and their upload
+    assert deleted_results == 2  # the failed result and its upload (passes are only counted)
     details = flaky.ok("get-test-details", test_id=test_id)["test"]
     assert details["name"] == "test_old"  # the test case itself stays
 

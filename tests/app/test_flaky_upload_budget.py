@@ -1,11 +1,14 @@
 """The limits one upload is read under, through IngestService with a recording fake parser:
 one result budget shared by all its reports, and a cap on the text its results keep.
 
-Both refusals come before any database work, so the unit of work here must never be opened.
+Both refusals come before anything is written: the unit of work here only finds the
+repository, in a read-only unit, and refuses to open any other.
 """
 
 from __future__ import annotations
 
+import gc
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,9 +23,10 @@ from keepgreen.app.flaky.ingest import (
     ResultLimitReached,
     UploadMetadata,
 )
+from keepgreen.app.flaky.tally import cyclic_gc_paused
 from keepgreen.core.flaky.results import CaseResult, Outcome
-from keepgreen.core.ids import OrgId
-from keepgreen.core.model import RepoRef
+from keepgreen.core.ids import OrgId, RepositoryId
+from keepgreen.core.model import RepoRef, Repository
 
 METADATA = UploadMetadata(
     repo=RepoRef("github.com", "acme", "widgets"),
@@ -48,13 +52,41 @@ class FakeParser:
         return results
 
 
-def never_opened() -> Any:
-    raise AssertionError("a refused upload must not reach the database")
+REPOSITORY = Repository(
+    id=RepositoryId("repo"),
+    org_id=OrgId("org"),
+    ref=METADATA.repo,
+    git_url="/nowhere",
+    ci_command=None,
+    created_at=datetime(2026, 11, 1, tzinfo=UTC),
+)
+
+
+class FindOnly:
+    """A read-only unit of work that knows one repository and nothing else."""
+
+    def __init__(self) -> None:
+        self.repositories = self
+
+    def find(self, org_id: OrgId, ref: RepoRef) -> Repository | None:
+        return REPOSITORY if (org_id, ref) == (REPOSITORY.org_id, REPOSITORY.ref) else None
+
+    def __enter__(self) -> FindOnly:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        pass
+
+
+def read_only_units(*, read_only: bool = False) -> Any:
+    if not read_only:
+        raise AssertionError("a refused upload must not open a unit that writes")
+    return FindOnly()
 
 
 def service(parser: FakeParser) -> IngestService:
     return IngestService(
-        never_opened,
+        read_only_units,
         parse=parser,
         owners=None,  # type: ignore[arg-type]  # never asked: the upload is refused before
         detector=Detector(),
@@ -93,9 +125,15 @@ def test_every_report_is_read_against_what_the_ones_before_it_left() -> None:
 
 def test_the_text_the_results_keep_is_capped_per_upload() -> None:
     # Names of a million characters cannot come from the parser (it cuts fields to 1,000), but
-    # two hundred thousand distinct names of 1,000 characters can; this is their total.
+    # two hundred thousand distinct names of 1,000 characters can; this is their total. The
+    # text counted is what the upload keeps: each test's names once, however many results.
     long_name = "n" * 1024 * 1024
-    parser = FakeParser({"a.xml": [passed(long_name)] * 100, "b.xml": [passed(long_name)] * 29})
+    parser = FakeParser(
+        {
+            "a.xml": [passed(f"{long_name}{index}") for index in range(100)] * 3,
+            "b.xml": [passed(f"{long_name}{index}") for index in range(100, 129)],
+        }
+    )
     files = [ReportFile("a.xml", b""), ReportFile("b.xml", b"")]
 
     with pytest.raises(InvalidInput) as caught:
@@ -105,3 +143,31 @@ def test_the_text_the_results_keep_is_capped_per_upload() -> None:
     assert caught.value.message.startswith(
         "file b.xml: the results of the upload hold more than 128 Mi characters"
     )
+
+
+def test_the_cycle_collector_is_paused_while_reading_and_back_after() -> None:
+    assert gc.isenabled()
+    inner = threading.Event()
+    release = threading.Event()
+
+    def other_reader() -> None:
+        with cyclic_gc_paused():
+            inner.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=other_reader)
+    with cyclic_gc_paused():
+        assert not gc.isenabled()
+        thread.start()
+        inner.wait(5)
+    assert not gc.isenabled()  # the other reader is still in its block
+    release.set()
+    thread.join(5)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with cyclic_gc_paused():
+            pass
+        assert not gc.isenabled()  # it was off before: it stays off
+    finally:
+        gc.enable()

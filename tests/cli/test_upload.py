@@ -484,12 +484,12 @@ def test_the_servers_refusal_is_printed_and_exits_1(
 
 def test_an_answer_that_is_not_keepgreens_is_described(server: FakeServer) -> None:
     write("junit.xml", junit(("test_login", "passed")))
-    server.answers = [httpx.Response(502, text="<html><h1>502 Bad Gateway</h1></html>")]
+    server.answers = [httpx.Response(500, text="<html><h1>500 Internal Error</h1></html>")]
 
     result = keepgreen("upload", *COMMIT, "junit.xml", server=server)
 
     assert result.exit_code == 1
-    assert result.stderr == "error: HTTP 502: <html><h1>502 Bad Gateway</h1></html>\n"
+    assert result.stderr == "error: HTTP 500: <html><h1>500 Internal Error</h1></html>\n"
 
 
 def test_an_unreachable_server_is_named() -> None:

@@ -26,3 +26,19 @@ class Conflict(KeepgreenError):
 
 class Unavailable(KeepgreenError):
     """A dependency (the code host) could not be reached (503)."""
+
+
+class RetryableConflict(Conflict):
+    """The database broke a deadlock between two writers by rolling this one back: the whole
+    transaction can be tried again as it was (409 if it still fails).
+    """
+
+
+class Busy(Unavailable):
+    """The service is at its limit for this kind of request right now: 503 with Retry-After,
+    which clients (keepgreen's CLI among them) honour before trying again.
+    """
+
+    def __init__(self, code: str, message: str, *, retry_after_seconds: int) -> None:
+        super().__init__(code, message)
+        self.retry_after_seconds = retry_after_seconds

@@ -593,4 +593,9 @@ class UnitOfWork(Protocol):
 
 
 class UnitOfWorkFactory(Protocol):
-    def __call__(self) -> UnitOfWork: ...
+    def __call__(self, *, read_only: bool = False) -> UnitOfWork:
+        """A unit of work; `read_only` for one that only reads, which never waits for a
+        writer (on SQLite it reads the last committed state instead of queueing for the
+        write lock).
+        """
+        ...

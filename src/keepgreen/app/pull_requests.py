@@ -190,14 +190,14 @@ class PullRequestService:
         return entry
 
     def get(self, target: QueueTarget, number: int) -> QueueEntry:
-        with self._uow() as uow:
+        with self._uow(read_only=True) as uow:
             return find_entry(uow, self._queue(uow, target), number)
 
     def get_explained(self, target: QueueTarget, number: int) -> ExplainedEntry:
         """The entry, what it waits on or why it left in plain words, and the git server
         incidents that concern it since it was submitted.
         """
-        with self._uow() as uow:
+        with self._uow(read_only=True) as uow:
             repository = find_repository(uow, target.org_id, target.repo)
             queue = find_queue(uow, repository, target.branch)
             entry = find_entry(uow, queue, number)
@@ -214,7 +214,7 @@ class PullRequestService:
         cursor: PullRequestId | None,
         take: int,
     ) -> EntryPage:
-        with self._uow() as uow:
+        with self._uow(read_only=True) as uow:
             queue = self._queue(uow, target)
             if cursor is not None and not uow.entries.exists(queue.id, cursor):
                 raise NotFound("cursor_not_found", "cursor does not name a PR of this queue")

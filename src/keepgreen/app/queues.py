@@ -217,7 +217,7 @@ class QueueService:
         incidents open or ended within `INCIDENTS_SHOWN_FOR`, newest first, and its stall.
         """
         now = self._clock()
-        with self._uow() as uow:
+        with self._uow(read_only=True) as uow:
             repository = find_repository(uow, org_id, ref)
             queue = find_queue(uow, repository, branch)
             live = live_entries(uow, queue.id)

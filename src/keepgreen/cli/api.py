@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -73,6 +74,87 @@ def exchange(send: Callable[[], httpx.Response], *, base_url: str, endpoint: str
         raise ClientError(f"keepgreen at {base_url} did not answer in time") from error
     except httpx.HTTPError as error:
         raise ClientError(f"request to {endpoint} failed: {error}") from error
+    return answer_of(response, endpoint=endpoint)
+
+
+# Answers that mean "not now": the server (or a proxy before it) asks the client to come back.
+_TRY_AGAIN_STATUSES = frozenset({502, 503, 504})
+_FIRST_PAUSE_SECONDS = 2.0
+_MAX_PAUSE_SECONDS = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Patience:
+    """How long a request that may safely be sent again keeps trying: until `seconds` have
+    passed since the first try, pausing as the server's Retry-After says (else 2 s, doubling,
+    at most 60 s between tries). `sleep` and `clock` are swapped in tests; `waiting` is told
+    each pause before it starts.
+    """
+
+    seconds: float
+    sleep: Callable[[float], None]
+    clock: Callable[[], float]
+    waiting: Callable[[str], None]
+
+
+def exchange_patiently(
+    send: Callable[[], httpx.Response], *, base_url: str, endpoint: str, patience: Patience
+) -> dict[str, Any]:
+    """`exchange` for a request that is safe to repeat (an upload with its idempotency key):
+    a timeout, a dropped connection or a 502/503/504 is tried again within `patience`, so a
+    busy server is waited for instead of given up on while it goes on storing. A server that
+    cannot be connected to at all is reported at once.
+    """
+    import httpx
+
+    deadline = patience.clock() + patience.seconds
+    pause = _FIRST_PAUSE_SECONDS
+    while True:
+        response: httpx.Response | None = None
+        try:
+            response = send()
+        except (httpx.ConnectError, httpx.ConnectTimeout) as caught:
+            # Nothing listens there: a server that is down is named at once, not waited for.
+            return exchange(partial(send_or_raise, caught), base_url=base_url, endpoint=endpoint)
+        except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as caught:
+            error: Exception = caught
+        if response is not None:
+            if response.status_code not in _TRY_AGAIN_STATUSES:
+                return answer_of(response, endpoint=endpoint)
+            wait = _retry_after(response) or pause
+            why = f"is busy (HTTP {response.status_code})"
+        else:
+            wait = pause
+            why = (
+                "did not answer in time"
+                if isinstance(error, httpx.TimeoutException)
+                else (f"could not be reached ({error})")
+            )
+        if patience.clock() + wait > deadline:
+            if response is not None:
+                return answer_of(response, endpoint=endpoint)
+            return exchange(partial(send_or_raise, error), base_url=base_url, endpoint=endpoint)
+        patience.waiting(f"keepgreen at {base_url} {why}; trying again in {wait:.0f} s")
+        patience.sleep(wait)
+        pause = min(pause * 2, _MAX_PAUSE_SECONDS)
+
+
+def send_or_raise(error: Exception) -> httpx.Response:
+    """Raises `error` again, for `exchange` to word it as it words every failure."""
+    raise error
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after", "")
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None  # an HTTP date, or nothing: the client's own pause serves
+    return min(max(seconds, 0.0), _MAX_PAUSE_SECONDS)
+
+
+def answer_of(response: httpx.Response, *, endpoint: str) -> dict[str, Any]:
+    """The JSON object of a response, or ClientError with the server's message."""
     try:
         data: object = response.json()
     except ValueError:

@@ -14,10 +14,12 @@ sent in several requests whose summaries are added up.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -28,11 +30,11 @@ import typer
 from keepgreen.cli import render
 from keepgreen.cli.api import (
     CONNECT_TIMEOUT_SECONDS,
-    READ_TIMEOUT_SECONDS,
     TOKEN_HEADER,
     ClientError,
+    Patience,
     connect,
-    exchange,
+    exchange_patiently,
     reported,
 )
 from keepgreen.cli.ci_env import CiInfo, detect_ci
@@ -40,6 +42,7 @@ from keepgreen.cli.client import JsonOption, RepoOption, TokenOption, UrlOption
 from keepgreen.cli.reports import (
     COUNTS,
     MAX_BATCH_BYTES,
+    Report,
     compress,
     count_of,
     decide_exit_code,
@@ -57,6 +60,12 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
 UPLOAD_VERB = "flaky-tests/upload"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+# An upload is safe to send again (its key makes the server store it once), so the CLI waits
+# for a busy server this long before it gives up: long enough for a queue of shards.
+UPLOAD_PATIENCE_SECONDS = 900.0
+# A big upload is stored in seconds, but a server busy with many may take longer to answer.
+UPLOAD_READ_TIMEOUT_SECONDS = 300.0
 _GIT_TIMEOUT_SECONDS = 30
 # Multipart parts as httpx takes them: (part name, (filename or None, bytes, content type)).
 _Parts = list[tuple[str, tuple[str | None, bytes, str]]]
@@ -73,6 +82,8 @@ class UploadHooks:
     transport: httpx.BaseTransport | None = None
     max_batch_bytes: int = MAX_BATCH_BYTES
     console: Console | None = None  # default: stdout (progress bar and summary)
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,16 +192,27 @@ def upload(
         batches = plan_batches(reports, max_bytes=hooks.max_batch_bytes)
         sending = progress.add_task("Uploading", total=len(files))
         summaries = []
-        timeout = httpx.Timeout(READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
+        timeout = httpx.Timeout(UPLOAD_READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
         headers = {TOKEN_HEADER: api.token}
+        patience = Patience(
+            UPLOAD_PATIENCE_SECONDS,
+            sleep=hooks.sleep,
+            clock=hooks.clock,
+            waiting=_warn,
+        )
         # One client for every batch, so the requests share a connection.
         with httpx.Client(transport=hooks.transport, headers=headers, timeout=timeout) as client:
             for index, batch in enumerate(batches):
                 parts: _Parts = [("metadata", (None, meta, "application/json"))]
                 parts += [("file", (r.name, r.gzipped, "application/gzip")) for r in batch]
+                key = {IDEMPOTENCY_HEADER: batch_key(meta, batch)}
                 try:
-                    send = partial(client.post, endpoint, files=parts)
-                    summaries.append(exchange(send, base_url=api.url, endpoint=endpoint))
+                    send = partial(client.post, endpoint, files=parts, headers=key)
+                    summaries.append(
+                        exchange_patiently(
+                            send, base_url=api.url, endpoint=endpoint, patience=patience
+                        )
+                    )
                 except ClientError as error:
                     if index == 0:
                         raise
@@ -202,6 +224,16 @@ def upload(
                     ) from error
                 progress.advance(sending, len(batch))
     return merge_summaries(summaries)
+
+
+def batch_key(meta: bytes, batch: Sequence[Report]) -> str:
+    """The upload's idempotency key: its metadata and reports, so that sending the same again
+    (a retry here, or the CI step run again) is stored once.
+    """
+    digest = hashlib.sha256(meta)
+    for report in batch:
+        digest.update(b"\0" + hashlib.sha256(report.gzipped).digest())
+    return digest.hexdigest()
 
 
 # -- showing --------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from keepgreen.web.body_limit import BodyLimitMiddleware
 from keepgreen.web.errors import install_error_handlers
 from keepgreen.web.observability import ObservabilityMiddleware
 from keepgreen.web.routes import flaky_tests, github, merge_queue, metrics, service_metrics
+from keepgreen.web.upload_gate import UploadGate
 
 API_PREFIX = "/v1"
 
@@ -46,6 +47,10 @@ def create_app(settings: Settings | None = None, *, container: Container | None 
     )
     app.state.container = container
     app.state.authenticate = authenticate
+    app.state.upload_gate = UploadGate(
+        container.settings.upload_concurrency,
+        queue_seconds=container.settings.upload_queue_seconds,
+    )
     install_error_handlers(app)
     app.include_router(merge_queue.router, prefix=API_PREFIX)
     app.include_router(metrics.router, prefix=API_PREFIX)

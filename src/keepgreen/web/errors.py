@@ -11,7 +11,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from keepgreen.app.errors import Conflict, InvalidInput, KeepgreenError, NotFound, Unavailable
+from keepgreen.app.errors import (
+    Busy,
+    Conflict,
+    InvalidInput,
+    KeepgreenError,
+    NotFound,
+    Unavailable,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -85,7 +92,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(KeepgreenError)
     async def _domain(_request: Request, error: KeepgreenError) -> JSONResponse:
         status = next((code for kind, code in _STATUS_OF.items() if isinstance(error, kind)), 400)
-        return error_response(status, error.code, error.message)
+        headers = (
+            {"Retry-After": str(error.retry_after_seconds)} if isinstance(error, Busy) else None
+        )
+        return error_response(status, error.code, error.message, headers=headers)
 
     @app.exception_handler(Unauthorized)
     async def _unauthorized(_request: Request, error: Unauthorized) -> JSONResponse:

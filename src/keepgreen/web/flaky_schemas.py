@@ -178,6 +178,8 @@ class UploadMetadataIn(Request):
     variant: Annotated[StrictStr, Field(max_length=64, pattern=_NO_CONTROL)] = ""
     run_id: Annotated[StrictStr, Field(max_length=255, pattern=_NO_CONTROL)] | None = None
     codeowners: Annotated[StrictStr, Field(max_length=1024 * 1024)] | None = None
+    # The same as the Idempotency-Key header (which wins when both are sent).
+    idempotency_key: Annotated[StrictStr, Field(min_length=1, max_length=255)] | None = None
 
 
 class TestIdentifierIn(Request):
@@ -306,6 +308,7 @@ class UploadSummaryOut(Response):
     skipped: int
     excluded_as_infrastructure_failure: bool
     quarantine_enabled: bool
+    already_stored: bool = False  # a retried upload: this is the first one's answer
     failures: list[FailedTestOut]
 
 

@@ -256,21 +256,18 @@ def test_bazel_generated_xml_for_a_target_without_junit_output() -> None:
     assert results[0].detail is None
 
 
-def test_phpunit_nested_suites_give_the_innermost_suite_as_parent() -> None:
+def test_phpunit_nested_suites_give_the_outermost_suite_as_parent() -> None:
     results = parse_fixture("phpunit_nested.xml")
 
     cart_file = "/home/runner/work/shop/shop/tests/Unit/CartTest.php"
     price_file = "/home/runner/work/shop/shop/tests/Unit/PriceTest.php"
-    cart, provider = "Tests\\Unit\\CartTest", "Tests\\Unit\\CartTest::testAdds"
     cart_cls, price_cls = "Tests.Unit.CartTest", "Tests.Unit.PriceTest"
     # PHPUnit writes no `message`: the first line of the body names the test.
     total = "Tests\\Unit\\CartTest::testTotal"
+    # The outermost suite is PHPUnit's `name=""`: no parent, at any depth (as Trunk reads it).
     assert rows(results) == [
-        # 3 levels deep: "" > Unit > CartTest.
-        ("testTotal", cart_cls, cart, cart_file, FAILED, 0, total),
-        # 4 levels deep: the data provider's own suite.
-        ("testAdds with data set #0", cart_cls, provider, cart_file, PASSED, 0, None),
-        ('testAdds with data set "two items"', cart_cls, provider, cart_file, PASSED, 0, None),
-        # After a nested suite closes, its sibling suite is the parent again.
-        ("testRounds", price_cls, "Tests\\Unit\\PriceTest", price_file, PASSED, 0, None),
+        ("testTotal", cart_cls, None, cart_file, FAILED, 0, total),
+        ("testAdds with data set #0", cart_cls, None, cart_file, PASSED, 0, None),
+        ('testAdds with data set "two items"', cart_cls, None, cart_file, PASSED, 0, None),
+        ("testRounds", price_cls, None, price_file, PASSED, 0, None),
     ]

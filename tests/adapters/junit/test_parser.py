@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from keepgreen.adapters.junit import MAX_REPORT_BYTES, ReportError, parse_report
-from keepgreen.core.flaky.results import MAX_DETAIL_CHARS, MAX_FIELD_CHARS, CaseResult, Outcome
+from keepgreen.core.flaky.results import (
+    MAX_DETAIL_CHARS,
+    MAX_FIELD_CHARS,
+    MAX_IDENTITY_BYTES,
+    CaseResult,
+    Outcome,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -102,7 +108,8 @@ def test_identity_fields_come_from_the_testcase_and_its_suite() -> None:
     assert (result.outcome, result.attempt) == (Outcome.PASSED, 0)
 
 
-def test_filepath_is_the_file_when_file_is_missing_or_empty() -> None:
+def test_filepath_is_the_file_when_file_is_missing_and_an_empty_file_is_none() -> None:
+    # Trunk's parser falls back on an attribute that is missing, not on one that is empty.
     results = parse(
         "<testsuite>"
         '<testcase name="a" filepath="src/a.rs"/>'
@@ -110,7 +117,7 @@ def test_filepath_is_the_file_when_file_is_missing_or_empty() -> None:
         "</testsuite>"
     )
 
-    assert [r.file for r in results] == ["src/a.rs", "src/b.rs"]
+    assert [r.file for r in results] == ["src/a.rs", None]
 
 
 def test_empty_optional_fields_become_none() -> None:
@@ -121,16 +128,22 @@ def test_empty_optional_fields_become_none() -> None:
     assert (result.classname, result.parent, result.file, result.custom_id) == (None,) * 4
 
 
-def test_a_testcase_without_a_name_is_skipped_and_the_rest_kept() -> None:
+def test_a_testcase_without_a_name_is_a_test_named_empty() -> None:
     results = parse(
         '<testsuite name="s">'
-        '<testcase classname="c"><failure message="lost"/></testcase>'
+        '<testcase classname="c"><failure message="kept"/></testcase>'
         '<testcase name="" classname="c"/>'
-        '<testcase name="kept" classname="c"/>'
+        '<testcase name="  " classname="c"/>'
+        '<testcase name="named" classname="c"/>'
         "</testsuite>"
     )
 
-    assert [r.name for r in results] == ["kept"]
+    assert [(r.name, r.outcome, r.message) for r in results] == [
+        ("", Outcome.FAILED, "kept"),
+        ("", Outcome.PASSED, None),
+        ("", Outcome.PASSED, None),
+        ("named", Outcome.PASSED, None),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -145,7 +158,7 @@ def test_a_report_without_testcases_is_valid_and_empty(xml: str) -> None:
     assert parse(xml) == []
 
 
-def test_parent_is_the_innermost_suite_even_when_it_has_no_name() -> None:
+def test_parent_is_the_outermost_suite_even_when_it_has_no_name() -> None:
     results = parse(
         '<testsuites><testsuite name="outer">'
         '<testcase name="a"/>'
@@ -154,47 +167,76 @@ def test_parent_is_the_innermost_suite_even_when_it_has_no_name() -> None:
         '<testcase name="d"/></testsuite>'
         '<testcase name="e"/>'
         "</testsuite>"
-        '<testcase name="f"/>'
+        '<testsuite><testsuite name="inner"><testcase name="f"/></testsuite></testsuite>'
+        '<testcase name="g"/>'
         "</testsuites>"
     )
 
     assert [(r.name, r.parent) for r in results] == [
         ("a", "outer"),
-        ("b", None),
-        ("c", "innermost"),
-        ("d", "inner"),
+        ("b", "outer"),
+        ("c", "outer"),
+        ("d", "outer"),
         ("e", "outer"),
-        ("f", None),  # directly under the root `testsuites`: no suite
+        ("f", None),  # the outermost suite has no name; the inner one's does not count
+        ("g", None),  # directly under the root `testsuites`: no suite
+    ]
+
+
+def test_the_file_falls_back_on_the_outermost_suites_file_then_filepath() -> None:
+    results = parse(
+        '<testsuites><testsuite name="outer" file="outer.php">'
+        '<testsuite name="inner" file="inner.php"><testcase name="a"/>'
+        '<testcase name="b" filepath="own.php"/><testcase name="c" file=""/></testsuite>'
+        "</testsuite>"
+        '<testsuite name="other" filepath="other.php" file=""><testcase name="d"/></testsuite>'
+        '<testsuite name="path" filepath="path.php"><testcase name="e"/></testsuite>'
+        "</testsuites>"
+    )
+
+    assert [(r.name, r.file) for r in results] == [
+        ("a", "outer.php"),
+        ("b", "own.php"),
+        ("c", None),  # there, but empty: no fallback
+        ("d", None),  # the suite's `file` is there, and empty
+        ("e", "path.php"),
     ]
 
 
 def test_a_testsuites_inside_a_suite_only_groups() -> None:
-    result = only(
-        '<testsuites><testsuite name="s"><testsuites><testcase name="a"/></testsuites>'
+    results = parse(
+        '<testsuites><testsuite name="s"><testsuites><testcase name="a"/>'
+        '<testsuite name="t"><testcase name="b"/></testsuite></testsuites>'
         "</testsuite></testsuites>"
     )
 
-    assert result.parent == "s"
+    assert [(r.name, r.parent) for r in results] == [("a", "s"), ("b", "s")]
 
 
-def test_testcases_outside_suites_or_inside_other_elements_are_not_read() -> None:
+def test_a_testcase_anywhere_but_in_another_testcase_is_read() -> None:
+    # Trunk's parser reads every `testcase` in a suite, whatever element holds it.
     results = parse(
-        '<testsuite name="s"><properties><testcase name="not-a-test"/></properties>'
+        '<testsuite name="s"><properties><testcase name="in-properties"/></properties>'
         '<testcase name="a"><system-out><testcase name="nested"/></system-out></testcase>'
         "</testsuite>"
     )
 
-    assert [r.name for r in results] == ["a"]
+    assert [(r.name, r.parent) for r in results] == [("in-properties", "s"), ("a", "s")]
 
 
-def test_long_identity_fields_are_cut_to_the_field_limit() -> None:
-    long = "n" * (MAX_FIELD_CHARS + 50)
+def test_identity_fields_are_trimmed_and_cut_to_8000_bytes_as_trunk_does() -> None:
+    long = "n" * (MAX_IDENTITY_BYTES + 50)
+    # 2,667 three-byte characters are 8,001 bytes: the cut falls inside the last one.
+    wide = "€" * 2_667
 
     result = only(
-        f'<testsuite name="{long}"><testcase name="{long}" classname="{long}"/></testsuite>'
+        f'<testsuite name=" {long} "><testcase name="  {wide}" classname="{long}"'
+        ' file=" a.py " id=" trunk:x "/></testsuite>'
     )
 
-    assert result.name == result.classname == result.parent == long[:MAX_FIELD_CHARS]
+    assert result.name == "€" * 2_666
+    assert result.classname == result.parent == long[:MAX_IDENTITY_BYTES]
+    assert (result.file, result.custom_id) == ("a.py", "trunk:x")
 
 
 # --- outcomes, messages and details ---

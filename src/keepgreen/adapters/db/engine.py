@@ -20,6 +20,8 @@ MIGRATIONS = "keepgreen.adapters.db:migrations"
 MIGRATION_LOCK_KEY = 0x6B67_6D69  # "kgmi": any constant shared by every keepgreen process
 URL_FORMS = "sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE"
 MAX_REASON_LENGTH = 300
+# An execution option: connections with it begin a deferred (read) transaction on SQLite.
+READ_ONLY_OPTION = "keepgreen_read_only"
 
 
 class DatabaseUnavailable(SettingsError):
@@ -70,6 +72,10 @@ def make_engine(url: str) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
+        if connection.get_execution_options().get(READ_ONLY_OPTION):
+            # A reader never waits: in WAL mode it reads the last commit beside any writer.
+            connection.exec_driver_sql("BEGIN")
+            return
         # Take the write lock up front: a deferred transaction that later writes can fail with
         # SQLITE_BUSY at once instead of waiting, when two writers race.
         connection.exec_driver_sql("BEGIN IMMEDIATE")

@@ -76,6 +76,8 @@ class SqlFlakyListings:
     def _failing(
         self, repository_id: RepositoryId, start: datetime, end: datetime
     ) -> ColumnElement[bool]:
+        # Through ix_test_results_failed_at: every stored result is a failed attempt now, and
+        # the index holds the test too, so the rows themselves are not read.
         return and_(
             TestResultRow.repository_id == repository_id,
             TestResultRow.outcome == "failed",
@@ -98,20 +100,23 @@ class SqlFlakyListings:
         *,
         offset: int,
         limit: int,
-    ) -> Sequence[TestCase]:
+    ) -> tuple[Sequence[TestCase], int]:
+        # One pass: the page and the count of every failing test come from the same grouping.
         failures = func.count().label("failures")
-        ids = list(
-            self._session.execute(
-                select(TestResultRow.test_case_id, failures)
-                .where(self._failing(repository_id, start, end))
-                .group_by(TestResultRow.test_case_id)
-                .order_by(failures.desc(), TestResultRow.test_case_id)
-                .offset(offset)
-                .limit(limit)
-            ).scalars()
-        )
+        rows = self._session.execute(
+            select(TestResultRow.test_case_id, failures, func.count().over().label("total"))
+            .where(self._failing(repository_id, start, end))
+            .group_by(TestResultRow.test_case_id)
+            .order_by(failures.desc(), TestResultRow.test_case_id)
+            .offset(offset)
+            .limit(limit)
+        ).all()
+        if not rows:
+            # Past the last page (or nothing failed): the count alone says how many there are.
+            return [], (self.count_failing(repository_id, start, end) if offset else 0)
+        ids = [row.test_case_id for row in rows]
         found = load_tests(self._session, repository_id, ids)
-        return [found[test_id] for test_id in ids if test_id in found]
+        return [found[test_id] for test_id in ids if test_id in found], int(rows[0].total)
 
     def count_quarantined(self, repository_id: RepositoryId, settings: FlakySettings) -> int:
         return self._count(select(func.count()).where(quarantined(repository_id, settings)))

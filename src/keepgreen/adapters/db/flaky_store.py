@@ -5,14 +5,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import (
     and_,
     bindparam,
     delete,
-    func,
-    insert,
     select,
     update,
 )
@@ -20,19 +17,19 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from keepgreen.adapters.db.flaky_ingest import UploadWriter
 from keepgreen.adapters.db.flaky_rows import (
     chunks,
-    greatest,
     load_tests,
     quarantined,
     state_to_json,
     table_of,
     test_case_of,
+    upload_of,
 )
 from keepgreen.adapters.db.tables import (
     FlakySettingsRow,
     InstanceSecretRow,
-    RepositoryRow,
     TestCaseRow,
     TestCommitRow,
     TestFailureRow,
@@ -42,15 +39,8 @@ from keepgreen.adapters.db.tables import (
     TestUploadRow,
 )
 from keepgreen.app.flaky.settings import FlakySettings, monitors_from_dict, monitors_to_dict
-from keepgreen.app.flaky.store import (
-    CommitDelta,
-    FailedOnCommit,
-    FailureDelta,
-    HourDelta,
-    ResultRecord,
-    SavedStatus,
-    UploadRecord,
-)
+from keepgreen.app.flaky.store import FailedOnCommit, SavedStatus, UploadRecord
+from keepgreen.app.flaky.tally import TestTally
 from keepgreen.core.flaky.model import StatusChange, TestCase
 from keepgreen.core.flaky.monitors import (
     CommitRuns,
@@ -66,40 +56,6 @@ from keepgreen.core.ids import RepositoryId
 class SqlFlakyStore:
     def __init__(self, session: Session) -> None:
         self._session = session
-
-    def _upsert(
-        self,
-        table: Any,
-        rows: list[dict[str, Any]],
-        *,
-        keys: list[str],
-        add: Sequence[str],
-        latest: Sequence[str],
-        earliest: Sequence[str] = (),
-    ) -> None:
-        """INSERT ... ON CONFLICT DO UPDATE adding `add` columns and keeping the latest/earliest
-        of the timestamp columns; one cached statement executed for many rows (keys unique
-        within `rows`).
-        """
-        if not rows:
-            return
-        dialect = self._session.get_bind().dialect.name
-        insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
-        statement = insert(table)
-        new = statement.excluded
-        changes: dict[str, Any] = {name: table.c[name] + new[name] for name in add}
-        for name in latest:
-            changes[name] = func.coalesce(
-                greatest(table.c[name], new[name], dialect), table.c[name], new[name]
-            )
-        for name in earliest:
-            changes[name] = func.coalesce(table.c[name], new[name])
-        # Rows in key order: concurrent uploads then lock shared rows in the same order and
-        # cannot deadlock each other on PostgreSQL.
-        ordered = sorted(rows, key=lambda row: tuple(str(row[key]) for key in keys))
-        self._session.execute(
-            statement.on_conflict_do_update(index_elements=keys, set_=changes), ordered
-        )
 
     # --- settings -------------------------------------------------------------------------
 
@@ -129,15 +85,13 @@ class SqlFlakyStore:
 
     # --- ingest ---------------------------------------------------------------------------
 
-    def lock_repository(self, repository_id: RepositoryId) -> None:
-        # FOR UPDATE on PostgreSQL; SQLite's BEGIN IMMEDIATE already serialises writers.
-        self._session.execute(
-            select(RepositoryRow.id).where(RepositoryRow.id == repository_id).with_for_update()
-        )
-
-    def add_upload(self, upload: UploadRecord) -> None:
-        self._session.add(
-            TestUploadRow(
+    def claim_upload(self, upload: UploadRecord) -> UploadRecord | None:
+        dialect = self._session.get_bind().dialect.name
+        insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+        table = table_of(TestUploadRow)
+        claimed = self._session.execute(
+            insert(table)
+            .values(
                 id=upload.id,
                 repository_id=upload.repository_id,
                 commit_sha=upload.commit_sha,
@@ -153,156 +107,60 @@ class SqlFlakyStore:
                 failed=upload.failed,
                 skipped=upload.skipped,
                 excluded=upload.excluded,
+                upload_key=upload.upload_key,
+                failed_tests=list(upload.failed_tests),
             )
-        )
-        self._session.flush()
-
-    def ensure_tests(
-        self, repository_id: RepositoryId, tests: Sequence[TestCase], *, seen_at: datetime
-    ) -> None:
-        strays = {test.repository_id for test in tests} - {repository_id}
-        if strays:
-            raise ValueError(f"tests of repositories {sorted(strays)} given for {repository_id}")
-        by_id = {test.id: test for test in tests}
-        existing: dict[str, list[str]] = {}
-        for chunk in chunks(by_id):
-            rows_found = self._session.execute(
-                select(TestCaseRow.id, TestCaseRow.codeowners).where(
-                    TestCaseRow.repository_id == repository_id, TestCaseRow.id.in_(chunk)
-                )
+            # PostgreSQL waits here for a transaction inserting the same key, then skips the
+            # row if that one committed.
+            .on_conflict_do_nothing(index_elements=["repository_id", "upload_key"])
+            .returning(table.c.id)
+        ).first()
+        if claimed is not None:
+            return None
+        row = self._session.scalars(
+            select(TestUploadRow).where(
+                TestUploadRow.repository_id == upload.repository_id,
+                TestUploadRow.upload_key == upload.upload_key,
             )
-            existing.update((test_id, owners or []) for test_id, owners in rows_found)
-        rows: list[dict[str, Any]] = [
-            {
-                "id": test.id,
-                "repository_id": repository_id,
-                "name": test.name,
-                "classname": test.classname,
-                "parent": test.parent,
-                "file": test.file,
-                "variant": test.variant,
-                "status": test.status.value,
-                "status_reason": test.status_reason,
-                "status_at": test.status_at,
-                "monitors": {},
-                "codeowners": list(test.codeowners),
-                "first_seen_at": seen_at,
-                "last_seen_at": seen_at,
-            }
-            for test in by_id.values()
-            if test.id not in existing
-        ]
-        if rows:
-            dialect = self._session.get_bind().dialect.name
-            insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
-            # A concurrent upload may insert the same new test: its row is as good as ours.
-            rows.sort(key=lambda row: str(row["id"]))  # lock order, as in _upsert
-            self._session.execute(insert(table_of(TestCaseRow)).on_conflict_do_nothing(), rows)
-        seen = sorted(test_id for test_id in by_id if test_id in existing)
-        for chunk in chunks(seen):
-            self._session.execute(
-                update(TestCaseRow)
-                .where(TestCaseRow.repository_id == repository_id, TestCaseRow.id.in_(chunk))
-                .values(last_seen_at=seen_at)
-            )
-        owned: dict[tuple[str, ...], list[str]] = defaultdict(list)
-        for test_id in seen:
-            owners = by_id[test_id].codeowners
-            if owners and list(owners) != existing[test_id]:
-                owned[owners].append(test_id)
-        for owners, ids in owned.items():
-            for chunk in chunks(ids):
-                self._session.execute(
-                    update(TestCaseRow)
-                    .where(TestCaseRow.repository_id == repository_id, TestCaseRow.id.in_(chunk))
-                    .values(codeowners=list(owners))
-                )
+        ).one()
+        return upload_of(row)
 
-    def add_results(self, upload: UploadRecord, results: Sequence[ResultRecord]) -> None:
-        insert_results = insert(table_of(TestResultRow))
-        rows = [
-            {
-                "test_case_id": result.test_case_id,
-                "upload_id": upload.id,
-                "repository_id": upload.repository_id,
-                "at": upload.received_at,
-                "outcome": result.outcome,
-                "attempt": result.attempt,
-                "duration_ms": result.duration_ms,
-                "summary": result.summary,
-            }
-            for result in results
-        ]
-        if rows:
-            self._session.execute(insert_results, rows)
-
-    def add_to_rollups(
+    def add_tests(
         self,
-        repository_id: RepositoryId,
-        hours: Sequence[HourDelta],
-        commits: Sequence[CommitDelta],
-        failures: Sequence[FailureDelta],
+        upload: UploadRecord,
+        tests: Sequence[TestTally],
+        codeowners: Mapping[str | None, tuple[str, ...]],
+        *,
+        roll_up: bool,
+        hold: Collection[str] = (),
     ) -> None:
-        self._upsert(
-            TestHourRow.__table__,
-            [
-                {
-                    "repository_id": repository_id,
-                    "test_case_id": delta.test_case_id,
-                    "hour": delta.hour,
-                    "branch": delta.branch,
-                    "runs": delta.runs,
-                    "failures": delta.failures,
-                    "last_run_at": delta.at,
-                    "last_failure_at": delta.at if delta.failures else None,
-                }
-                for delta in hours
-            ],
-            keys=["repository_id", "test_case_id", "hour", "branch"],
-            add=["runs", "failures"],
-            latest=["last_run_at", "last_failure_at"],
-        )
-        self._upsert(
-            TestCommitRow.__table__,
-            [
-                {
-                    "repository_id": repository_id,
-                    "test_case_id": delta.test_case_id,
-                    "commit_sha": delta.commit_sha,
-                    "branch": delta.branch,
-                    "pr_number": delta.pr_number,
-                    "passes": delta.passes,
-                    "failures": delta.failures,
-                    "first_pass_at": delta.at if delta.passes else None,
-                    "first_failure_at": delta.at if delta.failures else None,
-                    "last_failure_at": delta.at if delta.failures else None,
-                    "last_run_at": delta.at,
-                    "runs": 1,  # one delta per test per upload
-                }
-                for delta in commits
-            ],
-            keys=["repository_id", "test_case_id", "commit_sha"],
-            add=["passes", "failures", "runs"],
-            latest=["last_failure_at", "last_run_at"],
-            earliest=["first_pass_at", "first_failure_at"],
-        )
-        self._upsert(
-            TestFailureRow.__table__,
-            [
-                {
-                    "repository_id": repository_id,
-                    "test_case_id": delta.test_case_id,
-                    "day": delta.day,
-                    "summary_key": delta.summary_key,
-                    "summary": delta.summary,
-                    "occurrences": delta.occurrences,
-                    "last_at": delta.at,
-                }
-                for delta in failures
-            ],
-            keys=["repository_id", "test_case_id", "day", "summary_key"],
-            add=["occurrences"],
-            latest=["last_at"],
+        UploadWriter(self._session).write(upload, tests, codeowners, roll_up=roll_up, hold=hold)
+
+    def hold_tests(self, repository_id: RepositoryId, ids: Collection[str]) -> set[str]:
+        if self._session.get_bind().dialect.name != "postgresql":
+            return set(ids)  # SQLite's writers already run one at a time
+        held: set[str] = set()
+        for chunk in chunks(sorted(ids)):
+            held.update(
+                self._session.scalars(
+                    select(TestCaseRow.id)
+                    .where(TestCaseRow.repository_id == repository_id, TestCaseRow.id.in_(chunk))
+                    .order_by(TestCaseRow.id)
+                    .with_for_update(skip_locked=True)
+                )
+            )
+        return held
+
+    def failing_on_commit(self, repository_id: RepositoryId, commit_sha: str) -> set[str]:
+        # Through ix_test_commit_rollups_failed, as mixed_on_commit.
+        return set(
+            self._session.scalars(
+                select(TestCommitRow.test_case_id).where(
+                    TestCommitRow.repository_id == repository_id,
+                    TestCommitRow.commit_sha == commit_sha,
+                    TestCommitRow.failures > 0,
+                )
+            )
         )
 
     # --- reads for detection --------------------------------------------------------------
@@ -314,23 +172,18 @@ class SqlFlakyStore:
         row = self._session.get(TestCaseRow, (repository_id, test_id))
         return None if row is None else test_case_of(row)
 
-    def mixed_on_commit(
-        self, repository_id: RepositoryId, ids: Collection[str], commit_sha: str
-    ) -> set[str]:
-        mixed: set[str] = set()
-        for chunk in chunks(ids):
-            mixed.update(
-                self._session.scalars(
-                    select(TestCommitRow.test_case_id).where(
-                        TestCommitRow.repository_id == repository_id,
-                        TestCommitRow.test_case_id.in_(chunk),
-                        TestCommitRow.commit_sha == commit_sha,
-                        TestCommitRow.passes > 0,
-                        TestCommitRow.failures > 0,
-                    )
+    def mixed_on_commit(self, repository_id: RepositoryId, commit_sha: str) -> set[str]:
+        # Through ix_test_commit_rollups_failed: only the commit's rows with a failure.
+        return set(
+            self._session.scalars(
+                select(TestCommitRow.test_case_id).where(
+                    TestCommitRow.repository_id == repository_id,
+                    TestCommitRow.commit_sha == commit_sha,
+                    TestCommitRow.failures > 0,
+                    TestCommitRow.passes > 0,
                 )
             )
-        return mixed
+        )
 
     def buckets(
         self, repository_id: RepositoryId, ids: Collection[str], since: datetime

@@ -383,6 +383,10 @@ def _of_test_case() -> ForeignKeyConstraint:
     )
 
 
+# A test that is flaky or has an override; only such a test can be quarantined.
+QUARANTINE_CANDIDATE = "status = 'flaky' OR quarantine_override IS NOT NULL"
+
+
 class TestCaseRow(Base):
     """A test case of one repository. `id` is the Trunk-compatible UUIDv5, which anyone can
     compute or send as a report's `id`, so it is only unique within its repository: the key is
@@ -390,7 +394,18 @@ class TestCaseRow(Base):
     """
 
     __tablename__ = "test_cases"
-    __table_args__ = (Index("ix_test_cases_repository_status", "repository_id", "status"),)
+    __table_args__ = (
+        Index("ix_test_cases_repository_status", "repository_id", "status"),
+        # The few tests that may be quarantined, in the order the quarantine list shows them.
+        Index(
+            "ix_test_cases_quarantine_candidates",
+            "repository_id",
+            "name",
+            "id",
+            postgresql_where=text(QUARANTINE_CANDIDATE),
+            sqlite_where=text(QUARANTINE_CANDIDATE),
+        ),
+    )
 
     repository_id: Mapped[str] = mapped_column(
         ID, ForeignKey("repositories.id", ondelete="CASCADE"), primary_key=True
@@ -419,7 +434,10 @@ class TestUploadRow(Base):
     """One upload of JUnit reports: one CI job's results for one commit."""
 
     __tablename__ = "test_uploads"
-    __table_args__ = (Index("ix_test_uploads_repository_received", "repository_id", "received_at"),)
+    __table_args__ = (
+        Index("ix_test_uploads_repository_received", "repository_id", "received_at"),
+        Index("ux_test_uploads_repository_key", "repository_id", "upload_key", unique=True),
+    )
 
     id: Mapped[str] = mapped_column(ID, primary_key=True)
     repository_id: Mapped[str] = mapped_column(
@@ -438,15 +456,21 @@ class TestUploadRow(Base):
     failed: Mapped[int] = mapped_column(Integer)
     skipped: Mapped[int] = mapped_column(Integer)
     excluded: Mapped[bool] = mapped_column(Boolean)  # infrastructure failure: not in detection
+    # The client's idempotency key, else a digest of the run and its reports (see ingest).
+    upload_key: Mapped[str | None] = mapped_column(SHA)
+    failed_tests: Mapped[list[str] | None] = mapped_column(JSON)  # final outcome failed
 
 
 class TestResultRow(Base):
-    """One attempt of one test in one upload (the raw history; kept for the retention days)."""
+    """One failed attempt of one test in one upload (kept for the retention days); passes and
+    skips are only counted, in the roll-ups.
+    """
 
     __tablename__ = "test_results"
     __table_args__ = (
         _of_test_case(),
-        Index("ix_test_results_repository_outcome_at", "repository_id", "outcome", "at"),
+        # Ends with the test: listing failing tests reads this index alone.
+        Index("ix_test_results_failed_at", "repository_id", "outcome", "at", "test_case_id"),
         Index("ix_test_results_test_case_at", "repository_id", "test_case_id", "at"),
     )
 
@@ -466,10 +490,13 @@ class TestResultRow(Base):
 class TestHourRow(Base):
     """Rollup: one test's non-skipped results of one hour on one branch (excluded uploads
     left out); failure rates and the rate monitors read these, never the raw results.
+
+    The roll-ups have no foreign key to their test: one row per test per upload is written,
+    and checking each cost PostgreSQL as much as writing it. Their rows are only written for
+    the tests an upload has just stored, and removing a repository deletes them explicitly.
     """
 
     __tablename__ = "test_hourly_rollups"
-    __table_args__ = (_of_test_case(),)
 
     repository_id: Mapped[str] = mapped_column(ID, primary_key=True)
     test_case_id: Mapped[str] = mapped_column(ID, primary_key=True)
@@ -486,8 +513,14 @@ class TestCommitRow(Base):
 
     __tablename__ = "test_commit_rollups"
     __table_args__ = (
-        _of_test_case(),
-        Index("ix_test_commit_rollups_test_run", "repository_id", "test_case_id", "last_run_at"),
+        # A commit's failing tests (mixed on a commit), without the commit's passing ones.
+        Index(
+            "ix_test_commit_rollups_failed",
+            "repository_id",
+            "commit_sha",
+            postgresql_where=text("failures > 0"),
+            sqlite_where=text("failures > 0"),
+        ),
     )
 
     repository_id: Mapped[str] = mapped_column(ID, primary_key=True)

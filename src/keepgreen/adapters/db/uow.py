@@ -7,7 +7,8 @@ from types import TracebackType
 from typing import Self
 
 import structlog
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
 
 from keepgreen.adapters.db.flaky_listings import SqlFlakyListings
@@ -30,7 +31,7 @@ from keepgreen.adapters.db.repositories import (
     SqlTokens,
     SqlWorkers,
 )
-from keepgreen.app.errors import Conflict
+from keepgreen.app.errors import Busy, Conflict, RetryableConflict
 from keepgreen.app.ports import IdFactory
 
 log = structlog.get_logger(__name__)
@@ -80,6 +81,18 @@ class SqlUnitOfWork:
         # the client can retry, not a crash.
         if isinstance(exc, IntegrityError):
             raise _write_conflict() from exc
+        if isinstance(exc, DBAPIError) and _sqlstate(exc) in _RETRYABLE_STATES:
+            raise RetryableConflict(
+                "concurrent_write", "the database broke a deadlock with another write; retry it"
+            ) from exc
+        if isinstance(exc, PoolTimeout) or (isinstance(exc, DBAPIError) and _is_locked(exc)):
+            # Every connection is busy (or SQLite's write lock stayed taken past the busy
+            # timeout): the client should come back shortly, not see a crash.
+            raise Busy(
+                "database_busy",
+                "the database is busy with other requests; retry after the time Retry-After gives",
+                retry_after_seconds=BUSY_RETRY_AFTER_SECONDS,
+            ) from exc
 
     def commit(self) -> None:
         self._session.commit()
@@ -92,6 +105,20 @@ class SqlUnitOfWork:
 
     def on_commit(self, callback: Callable[[], object]) -> None:
         self._after_commit.append(callback)
+
+
+# PostgreSQL's deadlock_detected and serialization_failure: the transaction was rolled back.
+_RETRYABLE_STATES = frozenset({"40P01", "40001"})
+BUSY_RETRY_AFTER_SECONDS = 5
+
+
+def _sqlstate(error: DBAPIError) -> str | None:
+    state = getattr(error.orig, "sqlstate", None)
+    return state if isinstance(state, str) else None
+
+
+def _is_locked(error: DBAPIError) -> bool:
+    return "database is locked" in str(error.orig)
 
 
 def _write_conflict() -> Conflict:

@@ -1,35 +1,89 @@
-"""JUnit XML reports to CaseResults, read the way Trunk's uploader reads them (field notes §1.4).
+"""JUnit XML reports to CaseResults, with the test identity Trunk's uploader gives them.
 
-The tree is walked here rather than through junitparser: iterating a junitparser suite flattens
-the cases of its nested suites into it, which loses the innermost enclosing suite, a part of each
-test's identity; and lxml alone is one dependency less to keep hardened.
+Identity follows Trunk's parser (context/src/junit/parser.rs at the commit of the field notes):
+
+- Every `testcase` element is a test, wherever it is, except one inside another testcase.
+  `testsuites` elements only group, at any depth.
+- `parent` is the name of the outermost open `testsuite`; nested suites add nothing to it.
+- `file` is the testcase's `file`, else its `filepath`, else that outermost suite's `file`,
+  else its `filepath`. An attribute that is there counts even when empty: `file=""` is no file,
+  and stops the fallback (Trunk's parser keeps the empty value).
+- Each attribute is trimmed and cut to MAX_IDENTITY_BYTES of UTF-8, as Trunk's parser does
+  before it hashes them; what is then empty is None (the id reads None and "" alike).
+- A testcase without a name is a test named "" (Trunk keeps it, and flags the report): it is
+  kept, so that its failure counts (GoogleTest writes one for a failing SetUpTestSuite,
+  Surefire 3 for a failing JUnit 5 @BeforeAll, Jest for `test('')`).
+- Two differences stay, both in text XML forbids or normalises: libxml2 turns a raw tab or
+  line break inside an attribute into a space, as XML says (Trunk's parser keeps it; tools
+  write them as `&#10;`), and a forbidden character is U+FFFD here (see document.py).
+
+Where Trunk's parser would lose a failure, this one keeps it:
+
+- A `failure` or `error` directly in a `testsuite`, outside any testcase (Ant's formatter writes
+  one when a class fails to initialise), is a failed result of its own. Trunk's parser drops
+  it, so there is no id of Trunk's to follow; the identity chosen is stable and the suite's
+  own: name and classname the suite's name, parent and file as for the suite's testcases.
+- A testcase outside any suite is kept (with no parent), where Trunk's parser drops it.
+- A testcase with a `failure` or `error` is failed whatever else it holds; Trunk's parser takes
+  the first of `failure`, `error` and `skipped` as the status.
+
+And a test that never ran is skipped, however its tool says so: a `skipped` or `ignored`
+(TestNG) child, or a `status` or `result` attribute saying so (GoogleTest writes
+`status="notrun" result="suppressed"` for DISABLED_ tests and `result="skipped"` for
+GTEST_SKIP, CTest `status="notrun"` and `status="disabled"`). Trunk's parser reads none of the
+attributes: it has such tests as passed.
+
+Reruns (Surefire, and quick-junit for cargo-nextest) give one result per run: `rerunFailure` and
+`rerunError` are failed runs after the testcase's own failed run; `flakyFailure` and
+`flakyError` are failed runs before the one the testcase describes, which passed, even when
+the testcase also has a `failure` (nextest's `flaky-result = "fail"`: quick-junit writes the
+verdict as a `failure`, and the run it describes still passed).
 """
 
 from __future__ import annotations
 
-import math
+import email.utils
 import re
 import sys
-from collections.abc import Mapping
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, timezone
 from typing import NamedTuple
 
 from keepgreen.adapters.junit.document import (
+    DEPTH_PROBLEM,
+    MAX_DEPTH,
+    MAX_NODES,
     MAX_REPORT_BYTES,
     MAX_TEST_CASES,
+    NODES_PROBLEM,
+    TEST_CASES_PROBLEM,
     ReportError,
-    XmlElement,
-    count_document,
+    read_document,
     report_bytes,
-    stream_document,
 )
-from keepgreen.core.flaky.results import MAX_DETAIL_CHARS, MAX_FIELD_CHARS, CaseResult, Outcome
+from keepgreen.core.flaky.results import (
+    MAX_DETAIL_CHARS,
+    MAX_FIELD_CHARS,
+    MAX_IDENTITY_BYTES,
+    CaseResult,
+    Outcome,
+    new_case_result,
+)
 
 __all__ = ["MAX_REPORT_BYTES", "ReportError", "TooManyResults", "parse_report"]
 
+PASSED, FAILED, SKIPPED = Outcome.PASSED, Outcome.FAILED, Outcome.SKIPPED
+_ROOTS = ("testsuites", "testsuite")
 _FAILURE_TAGS = ("failure", "error")
-# Surefire's extra runs of one test: `rerun*` when every run failed, `flaky*` when one passed.
-_RERUN_TAGS = ("rerunFailure", "rerunError", "flakyFailure", "flakyError")
+_SKIP_TAGS = ("skipped", "ignored")
+_RERUN_TAGS = ("rerunFailure", "rerunError")
+_FLAKY_TAGS = ("flakyFailure", "flakyError")
+_EVIDENCE_TAGS = frozenset((*_FAILURE_TAGS, *_SKIP_TAGS, *_RERUN_TAGS, *_FLAKY_TAGS))
+# `status` and `result` values of a test that did not run (compared in lower case).
+_NOT_RUN = frozenset(("notrun", "not_run", "disabled", "skipped", "skip", "ignored", "suppressed"))
+# Text kept of one failure body or stack trace while it is read: enough for MAX_DETAIL_CHARS
+# after blank lines are dropped, and no more however long the body is.
+_CAPTURE_CHARS = 4 * MAX_DETAIL_CHARS
 
 
 class TooManyResults(ReportError):
@@ -43,102 +97,55 @@ class TooManyResults(ReportError):
 
 
 def parse_report(filename: str, data: bytes, *, max_results: int | None = None) -> list[CaseResult]:
-    """Every attempt of every named testcase of one report, in document order.
+    """Every attempt of every testcase of one report, in document order.
 
     `data` is the report as uploaded, plain or gzip (told apart by its first bytes, not by
     `filename`, which only names the report in errors). Raises TooManyResults at the first
-    result past `max_results`, without reading the rest, and ReportError when the report as a
-    whole cannot be read. Smaller faults cost only what they spoil: a testcase without a name
-    is skipped, and a `time` or `timestamp` that does not parse becomes None.
+    result past `max_results`, and ReportError when the report as a whole cannot be read.
+    Smaller faults cost only what they spoil: a `time` or `timestamp` that does not parse
+    becomes None.
     """
     data = report_bytes(filename, data)
-    if max_results is None:
-        max_results = sys.maxsize
-    if _may_hold_more(data, max_results):
-        # Counted first without building a result, so that an oversized report is refused at
-        # the speed of the parser alone (building results takes four times as long).
-        _count_results(filename, data, max_results)
-    walk = _Walk()
-    for event, element in stream_document(filename, data):
-        if event == "start":
-            walk.start(element)
-        elif walk.end(element) > max_results:
-            raise TooManyResults(filename, max_results)
-    return walk.results
+    budget = sys.maxsize if max_results is None else max_results
+    return read_document(filename, data, lambda: _Reader(filename, budget))
 
 
-_RESULT_MARKS = tuple(f"<{tag}".encode() for tag in ("testcase", *_RERUN_TAGS))
+class _Suite:
+    """An open `testsuite`, with what its testcases take from it."""
+
+    __slots__ = ("depth", "failure", "file", "name", "parent", "timestamp")
+
+    def __init__(
+        self,
+        depth: int,
+        name: str | None,
+        *,
+        parent: str | None,
+        file: str | None,
+        timestamp: datetime | None,
+    ) -> None:
+        self.depth = depth
+        self.name = name
+        self.parent = parent  # the outermost suite's name
+        self.file = file  # the outermost suite's `file`, else `filepath`
+        self.timestamp = timestamp  # the nearest suite's that parses
+        self.failure: _Evidence | None = None  # its own first `failure` or `error`
 
 
-def _may_hold_more(data: bytes, budget: int) -> bool:
-    """Whether the report may hold more testcases than MAX_TEST_CASES or more results than the
-    budget: the count of their opening tags bounds both, and takes milliseconds.
-    """
-    test_cases = data.count(_RESULT_MARKS[0])
-    return (
-        test_cases > MAX_TEST_CASES
-        or test_cases + sum(data.count(mark) for mark in _RESULT_MARKS[1:]) > budget
-    )
+_NO_SUITE = _Suite(0, None, parent=None, file=None, timestamp=None)
 
 
-def _count_results(filename: str, data: bytes, budget: int) -> None:
-    """Counts testcases and results as the walk finds them, building none; raises ReportError
-    past MAX_TEST_CASES and TooManyResults past the budget.
-    """
-    count_document(filename, data, _ResultCounter(filename, budget))
+class _Text:
+    """The text of one element, kept up to _CAPTURE_CHARS."""
 
+    __slots__ = ("parts", "size")
 
-class _ResultCounter:
-    """A parser target counting what the walk would read (see _Walk for which elements)."""
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.size = 0
 
-    def __init__(self, filename: str, budget: int) -> None:
-        self.filename = filename
-        self.budget = budget
-        # Per open element: may its children be testcases (it is the root or a suite in one)?
-        self.holds_cases: list[bool] = []
-        self.case_depth = 0  # the depth of the testcase being read, 0 outside one
-        self.named = False
-        self.test_cases = 0
-        self.results = 0
-
-    def start(self, tag: str, attrib: Mapping[str, str]) -> None:
-        holds_cases = self.holds_cases
-        depth = len(holds_cases) + 1
-        in_suite = holds_cases[-1] if holds_cases else True
-        if tag == "testcase":
-            self.test_cases += 1
-            if self.test_cases > MAX_TEST_CASES:
-                raise ReportError(self.filename, f"more than {MAX_TEST_CASES:,} test cases")
-            if in_suite:
-                self.case_depth, self.named = depth, _field(attrib.get("name")) is not None
-                self.results += self.named
-        elif self.named and self.case_depth and depth == self.case_depth + 1:
-            self.results += tag in _RERUN_TAGS
-        if self.results > self.budget:
-            raise TooManyResults(self.filename, self.budget)
-        holds_cases.append(in_suite and tag in ("testsuite", "testsuites"))
-
-    def end(self, _tag: str) -> None:
-        if len(self.holds_cases) == self.case_depth:
-            self.case_depth = 0
-        self.holds_cases.pop()
-
-    def close(self) -> int:
-        return self.results
-
-
-# The records below are NamedTuples, not frozen dataclasses: a report holds up to 200,000
-# testcases, and a frozen dataclass takes several times as long to build.
-
-
-class _Suite(NamedTuple):
-    """What a testcase takes from its innermost enclosing testsuite."""
-
-    name: str | None
-    timestamp: datetime | None  # the nearest enclosing suite's that parses
-
-
-_NO_SUITE = _Suite(name=None, timestamp=None)
+    def block(self) -> str | None:
+        return _block("".join(self.parts))
 
 
 class _Evidence(NamedTuple):
@@ -148,7 +155,7 @@ class _Evidence(NamedTuple):
     detail: str | None
 
 
-class _Attempt(NamedTuple):
+class _Run(NamedTuple):
     """One run of a testcase, before it is numbered."""
 
     outcome: Outcome
@@ -157,171 +164,435 @@ class _Attempt(NamedTuple):
     timestamp: datetime | None
 
 
-class _Identity(NamedTuple):
-    """The fields every attempt of one testcase shares."""
-
-    name: str
-    classname: str | None
-    parent: str | None
-    file: str | None
-    custom_id: str | None
-
-    def result(self, attempt: _Attempt, *, index: int) -> CaseResult:
-        return CaseResult(
-            name=self.name,
-            classname=self.classname,
-            parent=self.parent,
-            file=self.file,
-            custom_id=self.custom_id,
-            outcome=attempt.outcome,
-            attempt=index,
-            duration_ms=attempt.duration_ms,
-            message=attempt.evidence.message if attempt.evidence is not None else None,
-            detail=attempt.evidence.detail if attempt.evidence is not None else None,
-            timestamp=attempt.timestamp,
-        )
-
-
-class _Case:
-    """One testcase being read: its identity from its start tag, its runs from its children."""
-
-    def __init__(self, identity: _Identity | None, element: XmlElement, suite: _Suite) -> None:
-        self.identity = identity  # None: the testcase has no name and yields nothing
-        self.timestamp = _timestamp(element.get("timestamp")) or suite.timestamp
-        self.duration_ms = _duration_ms(element.get("time"))
-        self.failure: _Evidence | None = None
-        self.skipped: _Evidence | None = None
-        self.reruns: list[_Attempt] = []
-        # The `stackTrace` of the child being read, kept cut to size: the element itself is
-        # dropped as soon as it was read.
-        self.trace: str | None = None
-        self.has_trace = False
-
-    def child_ended(self, child: XmlElement) -> None:
-        """Takes what a direct child says (the first `failure`/`error` and `skipped` count)."""
-        tag = child.tag
-        # Surefire's rerun and flaky elements hold the trace in a `stackTrace` child; the
-        # others hold it as their own text (CDATA included).
-        detail = self.trace if self.has_trace else _block(child.text)
-        self.trace, self.has_trace = None, False
-        if tag in _RERUN_TAGS:
-            self.reruns.append(
-                _Attempt(
-                    Outcome.FAILED,
-                    _evidence(child, detail),
-                    # Surefire writes neither on reruns; cargo-nextest (quick-junit) writes both.
-                    duration_ms=_duration_ms(child.get("time")),
-                    timestamp=_timestamp(child.get("timestamp")) or self.timestamp,
-                )
-            )
-        elif tag in _FAILURE_TAGS and self.failure is None:
-            # The first says why (pytest adds teardown errors after it).
-            self.failure = _evidence(child, detail)
-        elif tag == "skipped" and self.skipped is None:
-            self.skipped = _evidence(child, detail)
-
-    def grandchild_ended(self, grandchild: XmlElement) -> None:
-        if grandchild.tag == "stackTrace" and not self.has_trace:
-            self.trace, self.has_trace = _block(grandchild.text), True
-
-    def result_count(self) -> int:
-        return 0 if self.identity is None else 1 + len(self.reruns)
-
-    def results(self) -> list[CaseResult]:
-        """One result per run the testcase records, in the order they ran."""
-        if self.identity is None:
-            return []
-        if self.failure is not None:
-            # Every run failed. `failure` (or `error`) is the first run and the testcase's time
-            # is its time; the reruns came after it.
-            first = _Attempt(Outcome.FAILED, self.failure, self.duration_ms, self.timestamp)
-            attempts = [first, *self.reruns]
-        else:
-            # The flaky runs failed first; the run the testcase itself describes came last.
-            outcome = Outcome.PASSED if self.skipped is None else Outcome.SKIPPED
-            last = _Attempt(outcome, self.skipped, self.duration_ms, self.timestamp)
-            attempts = [*self.reruns, last]
-        identity = self.identity
-        return [identity.result(attempt, index=index) for index, attempt in enumerate(attempts)]
-
-
-class _Walk:
-    """Follows the events of one report, and collects results testcase by testcase.
-
-    Only the direct children of the root and of the suites reached from it are suites and
-    testcases; a `testsuites` below the root only groups, it is no suite of its own. Elements
-    anywhere else (a testcase in a testcase, or in `properties`) are not read.
+class _Children:
+    """What the children of the testcase being read say; only testcases with children have
+    one, the rest are read from their attributes alone.
     """
 
-    def __init__(self) -> None:
-        self.results: list[CaseResult] = []
-        # One entry per open element: the suite it opens (or continues), or None once the walk
-        # is outside the suites.
-        self.suites: list[_Suite | None] = []
-        self.case: _Case | None = None
-        self.case_depth = 0
+    __slots__ = (
+        "description",
+        "failure",
+        "flaky",
+        "grandchild_text",
+        "runs",
+        "skipped",
+        "tag_and_attrib",
+        "timestamp",
+        "trace",
+    )
 
-    def start(self, element: XmlElement) -> None:
-        depth = len(self.suites) + 1
-        outer = self.suites[-1] if self.suites else _NO_SUITE
-        tag = element.tag
-        if outer is None or self.case is not None:
-            self.suites.append(None)
+    def __init__(self, timestamp: datetime | None) -> None:
+        self.timestamp = timestamp  # the testcase's, for reruns without their own
+        self.failure: _Evidence | None = None  # the first `failure` or `error`
+        self.skipped: _Evidence | None = None  # the first `skipped` or `ignored`
+        self.runs: list[_Run] = []  # reruns and flaky runs, in document order
+        self.flaky = False  # whether any of them is a flaky run
+        # The evidence child being read: its tag and attributes, its own text, the text of its
+        # `stackTrace`, and where text inside a grandchild goes.
+        self.tag_and_attrib: tuple[str, dict[str, str]] | None = None
+        self.description = _Text()
+        self.trace: _Text | None = None
+        self.grandchild_text: _Text | None = None
+
+
+class _Reader:
+    """A parser target that reads one report into results as libxml2 parses it.
+
+    Each testcase is read at its end tag, from the attributes kept at its start tag; only one
+    with children (3 in 100 in a typical report) needs more.
+    """
+
+    __slots__ = (
+        "_attrib",
+        "_budget",
+        "_case_depth",
+        "_children",
+        "_depth",
+        "_failure_attrib",
+        "_failure_depth",
+        "_failure_text",
+        "_filename",
+        "_nodes",
+        "_results",
+        "_sink",
+        "_suite",
+        "_suites",
+        "_testcases",
+    )
+
+    def __init__(self, filename: str, budget: int) -> None:
+        self._filename = filename
+        self._budget = budget
+        self._results: list[CaseResult] = []
+        self._depth = 0
+        self._nodes = 0  # elements and attributes so far
+        self._testcases = 0
+        self._suites: list[_Suite] = []
+        self._suite = _NO_SUITE  # the innermost open suite
+        # The testcase being read: its depth (0 outside one), attributes and children.
+        self._case_depth = 0
+        self._attrib: dict[str, str] = {}
+        self._children: _Children | None = None
+        # Where text goes: the evidence being read, or nowhere.
+        self._sink: _Text | None = None
+        # A suite's own failure being read: its depth (0 outside one), attributes and text.
+        self._failure_depth = 0
+        self._failure_attrib: dict[str, str] = {}
+        self._failure_text = _Text()
+
+    def start(self, tag: str, attrib: dict[str, str]) -> None:
+        depth = self._depth = self._depth + 1
+        nodes = self._nodes = self._nodes + 1 + len(attrib)
+        if depth > MAX_DEPTH or nodes > MAX_NODES:
+            raise ReportError(self._filename, DEPTH_PROBLEM if depth > MAX_DEPTH else NODES_PROBLEM)
+        case_depth = self._case_depth
+        if case_depth:
+            if depth == case_depth + 1:
+                self._child_started(tag, attrib)
+            else:
+                self._inner_started(tag, depth - case_depth)
+        elif tag == "testcase" and depth > 1:
+            self._testcases += 1
+            if self._testcases > MAX_TEST_CASES:
+                raise ReportError(self._filename, TEST_CASES_PROBLEM)
+            self._case_depth = depth
+            self._attrib = attrib
+        elif depth == 1 and tag not in _ROOTS:
+            raise ReportError(
+                self._filename, f"the root element is <{tag}>, not <testsuites> or <testsuite>"
+            )
         elif tag == "testsuite":
-            self.suites.append(
-                _Suite(
-                    name=_field(element.get("name")),
-                    timestamp=_timestamp(element.get("timestamp")) or outer.timestamp,
+            self._suite_started(attrib, depth)
+        elif self._failure_depth:
+            self._sink = None  # an element inside a suite's failure: not its text
+        elif tag in _FAILURE_TAGS and depth == self._suite.depth + 1:
+            self._failure_depth = depth
+            self._failure_attrib = attrib
+            self._sink = self._failure_text = _Text()
+
+    def end(self, _tag: str) -> None:
+        depth = self._depth
+        self._depth = depth - 1
+        if depth != self._case_depth:
+            self._other_ended(depth)
+            return
+        # A testcase ends. The rest of this method is the path of most of a report's
+        # testcases, those without children (passed, or not run), written out in one place:
+        # it runs up to 200,000 times a report.
+        self._case_depth = 0
+        if self._children is not None:
+            self._case_with_children_ended(self._children)
+            self._children = None
+            return
+        attrib = self._attrib
+        get = attrib.get
+        suite = self._suite
+        name = get("name")
+        classname = get("classname")
+        seconds = get("time")
+        # Most tools write these three and no more; the others are looked for only when the
+        # testcase has more attributes.
+        if len(attrib) > (name is not None) + (classname is not None) + (seconds is not None):
+            file, custom_id, timestamp, outcome = _other_attributes(get, suite)
+        else:
+            file, custom_id, timestamp, outcome = suite.file, None, suite.timestamp, PASSED
+        name = "" if name is None else name.strip()
+        if classname is not None:
+            classname = classname.strip() or None
+        if len(name) > _SURELY_SHORT_CHARS or len(classname or "") > _SURELY_SHORT_CHARS:
+            name, classname = _identity_field(name) or "", _identity_field(classname)
+        duration = None
+        if seconds is not None:
+            try:
+                milliseconds = float(seconds) * 1000
+            except ValueError:
+                duration = _duration_ms(seconds)  # "1,234.5", "0,25", or no time at all
+            else:
+                if 0 <= milliseconds <= _MAX_MILLISECONDS:  # NaN fails both
+                    duration = round(milliseconds)
+        results = self._results
+        results.append(
+            new_case_result(
+                name, classname, suite.parent, file, custom_id, outcome, 0, duration, None, None,
+                timestamp,
+            )
+        )  # fmt: skip
+        if len(results) > self._budget:
+            raise TooManyResults(self._filename, self._budget)
+
+    def _other_ended(self, depth: int) -> None:
+        """The end of anything but a testcase."""
+        case_depth = self._case_depth
+        if case_depth:
+            if depth == case_depth + 1:
+                self._child_ended()
+            else:
+                self._inner_ended(depth - case_depth)
+        elif depth == self._suite.depth:
+            self._suite_ended()
+        elif depth == self._failure_depth:
+            self._suite_failure_ended()
+        elif self._failure_depth and depth == self._failure_depth + 1:
+            self._sink = self._failure_text  # back in the failure's own text
+
+    def data(self, text: str) -> None:
+        sink = self._sink
+        if sink is not None:
+            room = _CAPTURE_CHARS - sink.size
+            if room > 0:
+                # libxml2 hands a CDATA section over whole, however long.
+                sink.parts.append(text if len(text) <= room else text[:room])
+                sink.size += len(text)
+
+    def close(self) -> list[CaseResult]:
+        return self._results
+
+    # --- testcases ---
+
+    def _case_with_children_ended(self, children: _Children) -> None:
+        attrib = self._attrib
+        duration = _duration_ms(attrib.get("time"))
+        if children.failure is not None and not children.flaky:
+            # Every run failed. `failure` (or `error`) is the first run and the testcase's time
+            # is its time; the reruns came after it.
+            first = _Run(FAILED, children.failure, duration, children.timestamp)
+            runs = [first, *children.runs]
+        else:
+            # The flaky runs failed first; the run the testcase itself describes came last.
+            # With a `failure` too, that is a verdict on the flakiness, not a run of its own.
+            skipped = children.skipped
+            not_run = children.failure is None and (
+                skipped is not None or _says_not_run(attrib.get)
+            )
+            evidence = skipped if not_run else None
+            last = _Run(SKIPPED if not_run else PASSED, evidence, duration, children.timestamp)
+            runs = [*children.runs, last]
+        identity = _identity(attrib, self._suite)
+        results = self._results
+        for index, run in enumerate(runs):
+            evidence = run.evidence
+            results.append(
+                new_case_result(
+                    *identity,
+                    run.outcome,
+                    index,
+                    run.duration_ms,
+                    None if evidence is None else evidence.message,
+                    None if evidence is None else evidence.detail,
+                    run.timestamp,
                 )
             )
-        elif tag == "testsuites":
-            self.suites.append(outer)
-        elif tag == "testcase":
-            self.suites.append(None)
-            self.case, self.case_depth = _Case(_identity(element, outer), element, outer), depth
+        if len(results) > self._budget:
+            raise TooManyResults(self._filename, self._budget)
+
+    def _child_started(self, tag: str, attrib: dict[str, str]) -> None:
+        children = self._children
+        if children is None:
+            stamp = self._attrib.get("timestamp")
+            timestamp = None if stamp is None else _timestamp(stamp)
+            children = self._children = _Children(timestamp or self._suite.timestamp)
+        if tag in _EVIDENCE_TAGS:
+            children.tag_and_attrib = (tag, attrib)
+            children.description = _Text()
+            children.trace = None
+            self._sink = children.description
         else:
-            self.suites.append(None)
+            children.tag_and_attrib = None
+            self._sink = None  # system-out, system-err, properties: not evidence
 
-    def end(self, element: XmlElement) -> int:
-        """Reads an element at its end; answers how many results the report has so far,
-        counting those of the testcase being read (one per rerun, and its own run).
-        """
-        depth = len(self.suites)
-        self.suites.pop()
-        case = self.case
-        if case is None:
-            return len(self.results)
-        if depth == self.case_depth:
-            self.results.extend(case.results())
-            self.case = None
-            return len(self.results)
-        if depth == self.case_depth + 1:
-            case.child_ended(element)
-        elif depth == self.case_depth + 2:
-            case.grandchild_ended(element)
-        return len(self.results) + case.result_count()
+    def _inner_started(self, tag: str, level: int) -> None:
+        """An element below a child of the testcase (`level` 2 is a grandchild)."""
+        children = self._children
+        assert children is not None  # noqa: S101  # a grandchild comes after its parent
+        if level == 2:
+            # Surefire's and quick-junit's reruns hold their trace in `stackTrace`, beside
+            # their own system-out and system-err.
+            reading = children.tag_and_attrib is not None and children.trace is None
+            if tag == "stackTrace" and reading:
+                children.trace = _Text()
+                children.grandchild_text = children.trace
+            else:
+                children.grandchild_text = None
+            self._sink = children.grandchild_text
+        else:
+            self._sink = None
+
+    def _inner_ended(self, level: int) -> None:
+        children = self._children
+        assert children is not None  # noqa: S101  # it ends inside the same testcase
+        if level == 2:
+            captured = children.tag_and_attrib is not None
+            self._sink = children.description if captured else None
+        elif level == 3:
+            self._sink = children.grandchild_text
+        else:
+            self._sink = None
+
+    def _child_ended(self) -> None:
+        self._sink = None
+        children = self._children
+        assert children is not None  # noqa: S101  # set when the child started
+        if children.tag_and_attrib is None:
+            return
+        tag, attrib = children.tag_and_attrib
+        children.tag_and_attrib = None
+        trace = children.trace
+        evidence = _evidence(attrib, children.description, trace)
+        if tag in _FAILURE_TAGS:
+            # The first says why (pytest adds teardown errors after it).
+            if children.failure is None:
+                children.failure = evidence
+        elif tag in _SKIP_TAGS:
+            if children.skipped is None:
+                children.skipped = evidence
+        else:
+            children.flaky = children.flaky or tag in _FLAKY_TAGS
+            stamp = attrib.get("timestamp")
+            children.runs.append(
+                _Run(
+                    FAILED,
+                    evidence,
+                    # Surefire writes neither on reruns; cargo-nextest (quick-junit) writes both.
+                    _duration_ms(attrib.get("time")),
+                    (None if stamp is None else _timestamp(stamp)) or children.timestamp,
+                )
+            )
+            # The runs of one testcase count as they are read: one testcase may hold millions.
+            if len(self._results) + len(children.runs) + 1 > self._budget:
+                raise TooManyResults(self._filename, self._budget)
+
+    # --- suites ---
+
+    def _suite_started(self, attrib: dict[str, str], depth: int) -> None:
+        outer = self._suites[0] if self._suites else None
+        name = _identity_field(attrib.get("name"))
+        stamp = attrib.get("timestamp")
+        timestamp = (None if stamp is None else _timestamp(stamp)) or self._suite.timestamp
+        if outer is None:
+            file = attrib.get("file")
+            if file is None:
+                file = attrib.get("filepath")
+            suite = _Suite(
+                depth, name, parent=name, file=_identity_field(file), timestamp=timestamp
+            )
+        else:
+            suite = _Suite(depth, name, parent=outer.parent, file=outer.file, timestamp=timestamp)
+        self._suites.append(suite)
+        self._suite = suite
+
+    def _suite_ended(self) -> None:
+        suite = self._suites.pop()
+        self._suite = self._suites[-1] if self._suites else _NO_SUITE
+        if suite.failure is None:
+            return
+        # A failure of the suite itself (a class that failed to initialise): a failed test
+        # named after the suite, which holds no other trace of it (module docstring).
+        results = self._results
+        results.append(
+            new_case_result(
+                suite.name or "",
+                suite.name,
+                suite.parent,
+                suite.file,
+                None,
+                FAILED,
+                0,
+                None,
+                suite.failure.message,
+                suite.failure.detail,
+                suite.timestamp,
+            )
+        )
+        if len(results) > self._budget:
+            raise TooManyResults(self._filename, self._budget)
+
+    def _suite_failure_ended(self) -> None:
+        self._failure_depth = 0
+        self._sink = None
+        if self._suite.failure is None:
+            # The first says why, as in a testcase.
+            self._suite.failure = _evidence(self._failure_attrib, self._failure_text, None)
 
 
-def _identity(case: XmlElement, suite: _Suite) -> _Identity | None:
-    name = _field(case.get("name"))
-    if name is None:
-        return None  # nothing to identify it by; the rest of the report still counts
-    return _Identity(
-        name=name,
-        classname=_field(case.get("classname")),
-        parent=suite.name,
-        file=_field(case.get("file")) or _field(case.get("filepath")),
-        custom_id=_field(case.get("id")),
+def _other_attributes(
+    get: Callable[[str], str | None], suite: _Suite
+) -> tuple[str | None, str | None, datetime | None, Outcome]:
+    """file, custom id, timestamp and outcome of a testcase without children in `suite`, from
+    its attributes' `get`.
+    """
+    file = get("file")
+    if file is None:
+        file = get("filepath")
+    custom_id = get("id")
+    stamp = get("timestamp")
+    return (
+        suite.file if file is None else _identity_field(file),
+        None if custom_id is None else _identity_field(custom_id),
+        suite.timestamp if stamp is None else _timestamp(stamp) or suite.timestamp,
+        SKIPPED if _says_not_run(get) else PASSED,
     )
 
 
-def _evidence(element: XmlElement, detail: str | None) -> _Evidence:
-    message = _field(element.get("message")) or _first_line(detail)
-    return _Evidence(message=message, detail=detail)
+def _identity(
+    attrib: dict[str, str], suite: _Suite
+) -> tuple[str, str | None, str | None, str | None, str | None]:
+    """name, classname, parent, file and custom id of a testcase in `suite`."""
+    name = attrib.get("name")
+    file = attrib.get("file")
+    if file is None:
+        file = attrib.get("filepath")
+    custom_id = attrib.get("id")
+    return (
+        "" if name is None else _identity_field(name) or "",
+        _identity_field(attrib.get("classname")),
+        suite.parent,
+        suite.file if file is None else _identity_field(file),
+        None if custom_id is None else _identity_field(custom_id),
+    )
+
+
+# Characters that cannot take more than MAX_IDENTITY_BYTES in UTF-8, at four bytes each.
+_SURELY_SHORT_CHARS = MAX_IDENTITY_BYTES // 4
+
+
+def _identity_field(value: str | None) -> str | None:
+    """An attribute as Trunk's parser reads it for the test id: trimmed and cut to
+    MAX_IDENTITY_BYTES of UTF-8 at a character boundary (None when absent or then empty).
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    if len(value) > _SURELY_SHORT_CHARS:
+        encoded = value.encode()
+        if len(encoded) > MAX_IDENTITY_BYTES:
+            value = encoded[:MAX_IDENTITY_BYTES].decode(errors="ignore")
+    return value or None
+
+
+def _says_not_run(get: Callable[[str], str | None]) -> bool:
+    """Whether a testcase's `status` or `result` (from its attributes' `get`) says it did
+    not run.
+    """
+    status = get("status")
+    if status is not None and status.strip().lower() in _NOT_RUN:
+        return True
+    result = get("result")
+    return result is not None and result.strip().lower() in _NOT_RUN
+
+
+def _evidence(attrib: dict[str, str], description: _Text, trace: _Text | None) -> _Evidence:
+    """The message and the body of a failure, skip or rerun element: its own text, and the
+    text of its `stackTrace` after it.
+    """
+    text = description.block()
+    stack = None if trace is None else trace.block()
+    detail = text if stack is None else stack if text is None else f"{text}\n{stack}"
+    message = _field(attrib.get("message")) or _first_line(text) or _first_line(stack)
+    return _Evidence(message=message, detail=None if detail is None else detail[:MAX_DETAIL_CHARS])
 
 
 def _field(value: str | None) -> str | None:
-    """An attribute as kept: None when absent or blank, else cut to MAX_FIELD_CHARS."""
+    """A message as kept: None when absent or blank, else cut to MAX_FIELD_CHARS."""
     if value is None or not value.strip():
         return None
     return value[:MAX_FIELD_CHARS]
@@ -331,10 +602,8 @@ _LEADING_BLANK_LINES = re.compile(r"\A\s*\n")
 _FIRST_LINE = re.compile(r"\S[^\r\n]*")
 
 
-def _block(text: str | None) -> str | None:
+def _block(text: str) -> str | None:
     """A failure body without the blank lines around it, cut to MAX_DETAIL_CHARS."""
-    if text is None:
-        return None
     # Indentation of the first line is kept: it is part of Go's and pytest's output.
     kept = _LEADING_BLANK_LINES.sub("", text, count=1).rstrip()
     return kept[:MAX_DETAIL_CHARS] or None
@@ -353,36 +622,93 @@ def _first_line(text: str | None) -> str | None:
 _GROUPED_SECONDS = re.compile(r"\d{1,3}(,\d{3})+(\.\d*)?")
 _DECIMAL_COMMA_SECONDS = re.compile(r"\d+,\d+")
 _MAX_SECONDS = 366 * 24 * 3600  # longer is a broken clock, and would not fit a sane column
+_MAX_MILLISECONDS = _MAX_SECONDS * 1000
 
 
 def _duration_ms(value: str | None) -> int | None:
     if value is None:
         return None
-    text = value.strip()
-    if _GROUPED_SECONDS.fullmatch(text):
-        text = text.replace(",", "")
-    elif _DECIMAL_COMMA_SECONDS.fullmatch(text):
-        text = text.replace(",", ".")
     try:
-        seconds = float(text)
+        seconds = float(value)
     except ValueError:
-        return None
-    if not math.isfinite(seconds) or not 0 <= seconds <= _MAX_SECONDS:
+        text = value.strip()
+        if _GROUPED_SECONDS.fullmatch(text):
+            text = text.replace(",", "")
+        elif _DECIMAL_COMMA_SECONDS.fullmatch(text):
+            text = text.replace(",", ".")
+        else:
+            return None
+        seconds = float(text)
+    # NaN fails both comparisons; infinities and a broken clock fail one.
+    if not 0 <= seconds <= _MAX_SECONDS:
         return None
     return round(seconds * 1000)
 
 
 _MAX_TIMESTAMP_CHARS = 64
+# TestNG's `yyyy-MM-dd'T'HH:mm:ss z`: a local time and a zone's short name, or GMT+hh:mm.
+_TIME_AND_ZONE = re.compile(
+    r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?) ?"
+    r"(?:(?P<name>[A-Za-z]{1,5})|(?:GMT|UTC|UT)?(?P<offset>[+-]\d\d?(?::?\d\d)?))"
+)
+# Zone names Java's `z` writes that mean one offset only; others (IST, CST outside the US...)
+# could be several and are not guessed.
+_ZONE_HOURS = {
+    "Z": 0.0, "UT": 0.0, "UTC": 0.0, "GMT": 0.0, "WET": 0.0, "WEST": 1.0, "CET": 1.0,
+    "CEST": 2.0, "EET": 2.0, "EEST": 3.0, "MSK": 3.0, "JST": 9.0, "KST": 9.0, "AEST": 10.0,
+    "AEDT": 11.0, "ACST": 9.5, "ACDT": 10.5, "AWST": 8.0, "NZST": 12.0, "NZDT": 13.0,
+    "HST": -10.0, "AKST": -9.0, "AKDT": -8.0, "PST": -8.0, "PDT": -7.0, "MST": -7.0,
+    "MDT": -6.0, "CST": -6.0, "CDT": -5.0, "EST": -5.0, "EDT": -4.0,
+}  # fmt: skip
 
 
-def _timestamp(value: str | None) -> datetime | None:
-    """An ISO 8601 instant in UTC; without an offset it is taken as UTC already."""
-    if value is None or len(value) > _MAX_TIMESTAMP_CHARS:
+def _timestamp(value: str) -> datetime | None:
+    """An instant in UTC: ISO 8601, TestNG's zone-named time, or RFC 2822 (Mocha's xunit
+    reporter writes JavaScript's toUTCString()). Without an offset it is taken as UTC already.
+    """
+    if len(value) > _MAX_TIMESTAMP_CHARS:
         return None
+    text = value.strip()
     try:
-        parsed = datetime.fromisoformat(value.strip())
-        # Gradle, jest-junit and the .NET loggers write local or UTC time without an offset;
-        # UTC is the one reading that does not depend on where the server runs.
-        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
-    except (ValueError, OverflowError):
+        parsed: datetime | None = datetime.fromisoformat(text)
+    except ValueError:
+        parsed = _other_timestamp(text)
+    if parsed is None:
         return None
+    # Gradle, jest-junit and the .NET loggers write local or UTC time without an offset;
+    # UTC is the one reading that does not depend on where the server runs.
+    try:
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    except OverflowError:
+        return None
+
+
+def _other_timestamp(text: str) -> datetime | None:
+    zoned = _TIME_AND_ZONE.fullmatch(text)
+    if zoned is not None:
+        try:
+            local = datetime.fromisoformat(zoned.group(1).replace(",", "."))
+        except ValueError:
+            return None
+        zone = _zone(zoned.group("name"), zoned.group("offset"))
+        return None if zone is None else local.replace(tzinfo=zone)
+    try:
+        parsed = email.utils.parsedate_to_datetime(text)
+    except (ValueError, TypeError, IndexError, OverflowError):
+        return None
+    if parsed.tzinfo is None and not text.endswith("-0000"):
+        return None  # a zone name email.utils does not know
+    return parsed
+
+
+def _zone(name: str | None, offset: str | None) -> timezone | None:
+    if name is not None:
+        hours = _ZONE_HOURS.get(name.upper())
+        return None if hours is None else timezone(timedelta(hours=hours))
+    assert offset is not None  # noqa: S101  # the pattern has one or the other
+    sign = -1 if offset[0] == "-" else 1
+    digits = offset[1:].replace(":", "")
+    hours, minutes = (int(digits), 0) if len(digits) <= 2 else (int(digits[:-2]), int(digits[-2:]))
+    if hours > 18 or minutes >= 60:
+        return None
+    return timezone(sign * timedelta(hours=hours, minutes=minutes))

@@ -1,46 +1,39 @@
-"""Ingest: one upload of JUnit reports becomes test cases, raw results, rollups and statuses.
+"""Ingest: one upload of JUnit reports becomes test cases, failed results, roll-ups and statuses.
 
-Every report is parsed before anything is written, and everything is written in one
-transaction: a bad report refuses the whole upload (400 naming the file), nothing half-stored.
+Every report is read and tallied per test before anything is written, and everything is
+written in one short transaction: a bad report refuses the whole upload (400 naming the file),
+nothing half-stored. A retried upload (the same key, or the same reports of the same run) is
+stored once and answered as it was the first time.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from datetime import datetime
-from typing import NamedTuple, Protocol
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 import structlog
 
-from keepgreen.app.errors import InvalidInput, KeepgreenError
+from keepgreen.app.errors import InvalidInput, KeepgreenError, RetryableConflict
 from keepgreen.app.flaky.detection import Detector
-from keepgreen.app.flaky.store import (
-    CommitDelta,
-    FailureDelta,
-    FlakyStore,
-    HourDelta,
-    ResultRecord,
-    UploadRecord,
-)
+from keepgreen.app.flaky.settings import FlakySettings
+from keepgreen.app.flaky.store import FlakyStore, UploadRecord
+from keepgreen.app.flaky.tally import Tally, TestTally, cyclic_gc_paused
 from keepgreen.app.lookup import find_repository
 from keepgreen.app.ports import Clock, IdFactory, UnitOfWork, UnitOfWorkFactory
 from keepgreen.app.telemetry import Telemetry
-from keepgreen.core.flaky.failures import failure_summary, summary_key
-from keepgreen.core.flaky.ids import make_test_id, repo_full_name
+from keepgreen.core.flaky.ids import repo_full_name
 from keepgreen.core.flaky.model import TestCase
-from keepgreen.core.flaky.monitors import NO_MONITOR_ACTIVE, TestStatus
 from keepgreen.core.flaky.results import CaseResult, Outcome
 from keepgreen.core.ids import OrgId
 from keepgreen.core.model import RepoRef, Repository
 
 # Infrastructure protection needs a sample: one failing test alone is not an outage.
 MIN_TESTS_FOR_INFRASTRUCTURE_CHECK = 10
-# Results (runs of tests, reruns included) per upload. Storing is the slow part of an upload,
-# at about 5,000 results a second on SQLite and 2,000 on PostgreSQL on a busy 2-core machine:
-# 200,000 stay within a CI job's patience, and a larger job can split its reports into several
-# uploads. Reading stops at the first result past the limit.
+# Results (runs of tests, reruns included) per upload: a larger job splits its reports into
+# several uploads (the CLI does). Reading stops at the first result past the limit.
 MAX_RESULTS_PER_UPLOAD = 200_000
 # Characters of text the results of one upload keep: names, paths and failure summaries (a
 # failure's body is summarised as its report is read, then dropped). Each field is cut to its
@@ -48,6 +41,9 @@ MAX_RESULTS_PER_UPLOAD = 200_000
 # to send; this bounds what they cost to hold, while a real upload at the result limit, with
 # Java-length names, keeps about 40 million.
 MAX_TEXT_PER_UPLOAD = 128 * 1024 * 1024
+
+# Times one upload's transaction is tried when the database breaks a deadlock with another.
+STORE_ATTEMPTS = 3
 
 log = structlog.get_logger(__name__)
 
@@ -87,6 +83,7 @@ class UploadMetadata:
     variant: str = ""
     run_id: str | None = None
     codeowners: str | None = None
+    idempotency_key: str | None = None  # the client's: the same key is stored once
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,58 +114,7 @@ class UploadSummary:
     excluded_as_infrastructure_failure: bool
     quarantine_enabled: bool
     failures: tuple[FailedTest, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class _Identified:
-    test_id: str
-    result: CaseResult  # its message and detail dropped (see _kept)
-    summary: str | None  # a failure's, from its message and detail
-
-
-class _Kept(NamedTuple):
-    """What an upload keeps of one result until it is stored."""
-
-    result: CaseResult  # without message and detail: a failure's summary says what counts
-    summary: str | None
-
-    def text_chars(self) -> int:
-        result = self.result
-        fields = (result.name, result.classname, result.parent, result.file, result.custom_id)
-        return sum(len(field) for field in (*fields, self.summary) if field is not None)
-
-
-def _kept(result: CaseResult) -> _Kept:
-    # A failure's body (up to MAX_DETAIL_CHARS) is only read for its summary: summarised here,
-    # as each report is read, only one report's bodies are ever held.
-    summary = (
-        failure_summary(result.message, result.detail) if result.outcome is Outcome.FAILED else None
-    )
-    if result.message is not None or result.detail is not None:
-        result = replace(result, message=None, detail=None)
-    return _Kept(result, summary)
-
-
-def _hour(moment: datetime) -> datetime:
-    return moment.replace(minute=0, second=0, microsecond=0)
-
-
-def _day(moment: datetime) -> datetime:
-    return moment.replace(hour=0, minute=0, second=0, microsecond=0)
-
-
-def final_outcomes(results: Sequence[_Identified]) -> dict[str, Outcome]:
-    """Each test's outcome in this upload: its last attempt that ran (a failure followed by a
-    pass on retry is a pass), skipped only when it never ran.
-    """
-    final: dict[str, tuple[tuple[int, int, int], Outcome]] = {}
-    for order, item in enumerate(results):
-        outcome = item.result.outcome
-        rank = (0 if outcome is Outcome.SKIPPED else 1, item.result.attempt, order)
-        current = final.get(item.test_id)
-        if current is None or rank > current[0]:
-            final[item.test_id] = (rank, outcome)
-    return {test_id: outcome for test_id, (_rank, outcome) in final.items()}
+    repeated: bool = False  # the same upload was stored before: this is that one's answer
 
 
 def is_infrastructure_failure(outcomes: Counter[Outcome], *, share: float) -> bool:
@@ -177,55 +123,27 @@ def is_infrastructure_failure(outcomes: Counter[Outcome], *, share: float) -> bo
     return ran >= MIN_TESTS_FOR_INFRASTRUCTURE_CHECK and outcomes[Outcome.FAILED] >= share * ran
 
 
-def _identify(
-    repository: Repository,
-    org_slug: str,
-    metadata: UploadMetadata,
-    parsed: Sequence[tuple[str, list[_Kept]]],
-    owners: Owners | None,
-    *,
-    now: datetime,
-) -> tuple[list[_Identified], dict[str, TestCase]]:
-    """Every result with its test id, and the test cases they are results of (new ones
-    healthy, with their owners).
+def upload_key(metadata: UploadMetadata, files: Sequence[ReportFile]) -> str:
+    """What makes two uploads the same one: the key the client sent, else the same commit,
+    branch, variant, run, job and PR with byte-for-byte the same reports in the same order.
+    A CI step that retries an upload the server already stored is then stored once.
     """
-    repo_name = repo_full_name(repository.ref.host, repository.ref.owner, repository.ref.name)
-    identified: list[_Identified] = []
-    cases: dict[str, TestCase] = {}
-    owners_by_file: dict[str | None, tuple[str, ...]] = {}
-    for _filename, results in parsed:
-        for result, summary in results:
-            test_id = make_test_id(
-                org_slug,
-                repo_name,
-                file=result.file,
-                classname=result.classname,
-                parent=result.parent,
-                name=result.name,
-                custom_id=result.custom_id,
-                variant=metadata.variant,
-            )
-            identified.append(_Identified(test_id, result, summary))
-            if test_id in cases:
-                continue
-            if result.file not in owners_by_file:
-                owners_by_file[result.file] = tuple(owners.owners_of(result.file)) if owners else ()
-            cases[test_id] = TestCase(
-                id=test_id,
-                repository_id=repository.id,
-                name=result.name,
-                classname=result.classname,
-                parent=result.parent,
-                file=result.file,
-                variant=metadata.variant,
-                status=TestStatus.HEALTHY,
-                status_reason=NO_MONITOR_ACTIVE,
-                status_at=now,
-                first_seen_at=now,
-                last_seen_at=now,
-                codeowners=owners_by_file[result.file],
-            )
-    return identified, cases
+    digest = hashlib.sha256()
+    if metadata.idempotency_key is not None:
+        digest.update(b"key\0" + metadata.idempotency_key.encode())
+        return digest.hexdigest()
+    fields = (
+        metadata.commit_sha,
+        metadata.branch,
+        metadata.variant,
+        metadata.run_id or "",
+        metadata.job_url or "",
+        str(metadata.pr_number or ""),
+    )
+    digest.update("\0".join(("files", *fields)).encode())
+    for report in files:
+        digest.update(b"\0" + hashlib.sha256(report.data).digest())
+    return digest.hexdigest()
 
 
 class IngestService:
@@ -270,18 +188,38 @@ class IngestService:
     ) -> UploadSummary:
         if not files:
             raise InvalidInput("missing_file", "file: an upload needs at least one JUnit report")
-        parsed = self._read(files)
-        with self._unit_of_work() as uow:
+        with self._unit_of_work(read_only=True) as uow:
             repository = find_repository(uow, org_id, metadata.repo)
-            owners = (
-                self._owners.from_text(metadata.codeowners)
-                if metadata.codeowners is not None
-                else self._owners.from_repository(repository)
+        # Reading, identifying and tallying happen before the write transaction opens, and so
+        # do the owners (which may read the repository): the transaction holds only writes.
+        ref = repository.ref
+        with cyclic_gc_paused():
+            tally = self._read(
+                files, org_slug, repo_full_name(ref.host, ref.owner, ref.name), metadata
             )
-            summary = self._store(uow, repository, org_slug, metadata, parsed, owners)
-            uow.commit()
+        owners = (
+            self._owners.from_text(metadata.codeowners)
+            if metadata.codeowners is not None
+            else self._owners.from_repository(repository)
+        )
+        codeowners = _owners_by_file(tally, owners)
+        key = upload_key(metadata, files)
+        for attempt in range(1, STORE_ATTEMPTS + 1):
+            try:
+                with self._unit_of_work() as uow:
+                    summary = self._store(
+                        uow, repository, metadata, key, len(files), tally, codeowners
+                    )
+                    uow.commit()
+                break
+            except RetryableConflict:
+                # Two uploads met on the same rows in an order the database refused (a
+                # deadlock it broke): the whole transaction was rolled back; try it again.
+                if attempt == STORE_ATTEMPTS:
+                    raise
+                log.info("upload retried after a write conflict", attempt=attempt)
         log.info(
-            "upload stored",
+            "upload stored" if not summary.repeated else "upload already stored",
             repo=str(repository.ref),
             sha=metadata.commit_sha,
             upload=summary.upload_id,
@@ -292,14 +230,19 @@ class IngestService:
         )
         return summary
 
-    def _read(self, files: Sequence[ReportFile]) -> list[tuple[str, list[_Kept]]]:
-        """Every report's results, read against the upload's limits before anything is stored."""
-        parsed: list[tuple[str, list[_Kept]]] = []
-        total = text = 0
+    def _read(
+        self,
+        files: Sequence[ReportFile],
+        org_slug: str,
+        repo_name: str,
+        metadata: UploadMetadata,
+    ) -> Tally:
+        """Every report's results, tallied per test and read against the upload's limits."""
+        tally = Tally(org_slug, repo_name, metadata.variant)
         for report in files:
             # The budget is the upload's: reading stops at its first result past the limit,
             # whichever report that is in, so an oversized upload costs no more than a full one.
-            remaining = MAX_RESULTS_PER_UPLOAD - total
+            remaining = MAX_RESULTS_PER_UPLOAD - tally.results
             try:
                 results = self._parse(report.filename, report.data, max_results=remaining)
             except ResultLimitReached:
@@ -309,38 +252,40 @@ class IngestService:
                     f"{MAX_RESULTS_PER_UPLOAD:,} results (runs of tests, reruns included), the "
                     "limit per upload; send its reports in several uploads",
                 ) from None
-            total += len(results)
-            kept = [_kept(result) for result in results]
+            tally.add(results)
             del results  # the failure bodies go now, before the next report is read
-            text += sum(item.text_chars() for item in kept)
-            if text > MAX_TEXT_PER_UPLOAD:
+            if tally.text_chars > MAX_TEXT_PER_UPLOAD:
                 raise InvalidInput(
                     "too_much_text",
                     f"file {report.filename}: the results of the upload hold more than "
                     f"{MAX_TEXT_PER_UPLOAD // (1024 * 1024)} Mi characters of names and failure "
                     "text, the limit per upload; send its reports in several uploads",
                 )
-            parsed.append((report.filename, kept))
-        return parsed
+        return tally
 
     def _store(
         self,
         uow: UnitOfWork,
         repository: Repository,
-        org_slug: str,
         metadata: UploadMetadata,
-        parsed: Sequence[tuple[str, list[_Kept]]],
-        owners: Owners | None,
+        key: str,
+        files: int,
+        tally: Tally,
+        codeowners: Mapping[str | None, tuple[str, ...]],
     ) -> UploadSummary:
         store = uow.flaky
-        store.lock_repository(repository.id)
         now = self._clock()
         settings = store.settings(repository.id)
-        identified, cases = _identify(repository, org_slug, metadata, parsed, owners, now=now)
-        final = final_outcomes(identified)
-        counted = Counter(final.values())
+        tests = tally.tests
+        counted = Counter(test.final for test in tests.values())
         excluded = is_infrastructure_failure(
             counted, share=settings.monitors.infrastructure_failure_share
+        )
+        failed_ids = tuple(
+            sorted(
+                (test.test_id for test in tests.values() if test.final is Outcome.FAILED),
+                key=lambda test_id: (tests[test_id].name, test_id),
+            )
         )
         upload = UploadRecord(
             id=self._new_id(),
@@ -352,47 +297,60 @@ class IngestService:
             run_id=metadata.run_id,
             variant=metadata.variant,
             received_at=now,
-            files=len(parsed),
-            tests=len(final),
-            results=len(identified),
+            files=files,
+            tests=len(tests),
+            results=tally.results,
             failed=counted[Outcome.FAILED],
             skipped=counted[Outcome.SKIPPED],
             excluded=excluded,
+            upload_key=key,
+            failed_tests=failed_ids,
         )
-        store.add_upload(upload)
-        store.ensure_tests(repository.id, list(cases.values()), seen_at=now)
-        store.add_results(
-            upload,
-            [
-                ResultRecord(
-                    test_case_id=item.test_id,
-                    outcome=item.result.outcome.value,
-                    attempt=item.result.attempt,
-                    duration_ms=item.result.duration_ms,
-                    summary=item.summary,
-                )
-                for item in identified
-            ],
+        earlier = store.claim_upload(upload)
+        if earlier is not None:
+            stored = store.tests(repository.id, earlier.failed_tests)
+            return self._summary(store, earlier, settings, stored, repeated=True)
+        if excluded:
+            store.add_tests(upload, list(tests.values()), codeowners, roll_up=False)
+            return self._summary(store, upload, settings, tests, repeated=False)
+        # Only these can change status: a new failure, a commit now mixed, or a test already
+        # unhealthy (a pass may resolve it). A healthy test that passed cannot. They are known
+        # before anything is written, so their rows are taken first, in order (see add_tests).
+        touched = {test.test_id for test in tests.values() if test.failures}
+        touched |= store.failing_on_commit(repository.id, metadata.commit_sha) & tests.keys()
+        touched |= set(store.unhealthy_ids(repository.id)) & tests.keys()
+        store.add_tests(upload, list(tests.values()), codeowners, roll_up=True, hold=touched)
+        # A concurrent upload may have failed one of these tests on this commit meanwhile.
+        late = (store.mixed_on_commit(repository.id, metadata.commit_sha) & tests.keys()) - touched
+        touched |= store.hold_tests(repository.id, late)
+        # Read again: an upload that committed while this one waited for its rows read the
+        # clock later than `now`, and its results must not look as if from the future.
+        evaluated_at = max(now, self._clock())
+        self._detector.reevaluate(
+            store, repository.id, settings.monitors, touched, now=evaluated_at
         )
-        if not excluded:
-            self._roll_up(store, upload, identified, now)
-            # Only these can change status: a new failure, a commit now mixed, or a test
-            # already unhealthy (a pass may resolve it). A healthy test that passed cannot.
-            touched = {item.test_id for item in identified if item.result.outcome is Outcome.FAILED}
-            touched |= store.mixed_on_commit(repository.id, list(cases), metadata.commit_sha)
-            touched |= set(store.unhealthy_ids(repository.id)) & set(cases)
-            self._detector.reevaluate(store, repository.id, settings.monitors, touched, now=now)
-        failed_ids = {test_id for test_id, outcome in final.items() if outcome is Outcome.FAILED}
-        quarantined = store.quarantined_ids(repository.id, settings, failed_ids)
+        return self._summary(store, upload, settings, tests, repeated=False)
+
+    @staticmethod
+    def _summary(
+        store: FlakyStore,
+        upload: UploadRecord,
+        settings: FlakySettings,
+        cases: Mapping[str, TestCase | TestTally],
+        *,
+        repeated: bool,
+    ) -> UploadSummary:
+        failed = upload.failed_tests
+        quarantined = store.quarantined_ids(upload.repository_id, settings, failed)
         return UploadSummary(
             upload_id=upload.id,
             files=upload.files,
             tests=upload.tests,
             results=upload.results,
-            passed=counted[Outcome.PASSED],
+            passed=upload.tests - upload.failed - upload.skipped,
             failed=upload.failed,
             skipped=upload.skipped,
-            excluded_as_infrastructure_failure=excluded,
+            excluded_as_infrastructure_failure=upload.excluded,
             quarantine_enabled=settings.quarantine.enabled,
             failures=tuple(
                 FailedTest(
@@ -403,58 +361,19 @@ class IngestService:
                     file=cases[test_id].file,
                     quarantined=test_id in quarantined,
                 )
-                for test_id in sorted(failed_ids, key=lambda test_id: cases[test_id].name)
+                for test_id in failed
+                if test_id in cases
             ),
+            repeated=repeated,
         )
 
-    @staticmethod
-    def _roll_up(
-        store: FlakyStore,
-        upload: UploadRecord,
-        identified: Sequence[_Identified],
-        now: datetime,
-    ) -> None:
-        runs: Counter[str] = Counter()
-        failures: Counter[str] = Counter()
-        passes: Counter[str] = Counter()
-        summary_counts: dict[tuple[str, str], tuple[str, int]] = {}
-        for item in identified:
-            outcome = item.result.outcome
-            if outcome is Outcome.SKIPPED:
-                continue
-            runs[item.test_id] += 1
-            if outcome is Outcome.PASSED:
-                passes[item.test_id] += 1
-                continue
-            failures[item.test_id] += 1
-            summary = item.summary or "(no failure message)"
-            key = (item.test_id, summary_key(summary))
-            previous = summary_counts.get(key, (summary, 0))
-            summary_counts[key] = (summary, previous[1] + 1)
-        hour, day = _hour(now), _day(now)
-        store.add_to_rollups(
-            upload.repository_id,
-            [
-                HourDelta(test_id, hour, upload.branch, runs[test_id], failures[test_id], now)
-                for test_id in runs
-            ],
-            [
-                CommitDelta(
-                    test_id,
-                    upload.commit_sha,
-                    upload.branch,
-                    upload.pr_number,
-                    passes[test_id],
-                    failures[test_id],
-                    now,
-                )
-                for test_id in runs
-            ],
-            [
-                FailureDelta(test_id, day, key, summary, count, now)
-                for (test_id, key), (summary, count) in summary_counts.items()
-            ],
-        )
+
+def _owners_by_file(tally: Tally, owners: Owners | None) -> dict[str | None, tuple[str, ...]]:
+    """Each file of the upload's tests with the owners CODEOWNERS gives it (none: empty)."""
+    if owners is None:
+        return {}
+    files = {test.file for test in tally.tests.values()}
+    return {file: tuple(owners.owners_of(file)) for file in files}
 
 
 __all__ = [

@@ -79,7 +79,7 @@ class FlakyManageService:
     def quarantine_config(
         self, org_id: OrgId, ref: RepoRef, test_ids: Sequence[str]
     ) -> QuarantineConfig:
-        with self._unit_of_work() as uow:
+        with self._unit_of_work(read_only=True) as uow:
             repository = find_repository(uow, org_id, ref)
             settings = uow.flaky.settings(repository.id)
             if not settings.quarantine.enabled:

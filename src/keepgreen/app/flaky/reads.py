@@ -12,7 +12,7 @@ from keepgreen.app.flaky.pages import Page, PageTokens
 from keepgreen.app.flaky.settings import FlakySettings
 from keepgreen.app.flaky.store import FlakyListings
 from keepgreen.app.lookup import find_repository
-from keepgreen.app.ports import Clock, UnitOfWork, UnitOfWorkFactory
+from keepgreen.app.ports import Clock, UnitOfWorkFactory
 from keepgreen.core.flaky.failures import FailureTemplate, mine_templates
 from keepgreen.core.flaky.model import StatusChange, TestCase
 from keepgreen.core.flaky.monitors import TestStatus
@@ -76,10 +76,18 @@ class FlakyReadService:
     def __init__(self, unit_of_work: UnitOfWorkFactory, *, clock: Clock) -> None:
         self._unit_of_work = unit_of_work
         self._clock = clock
+        self._page_key: bytes | None = None
 
-    def _tokens(self, uow: UnitOfWork) -> PageTokens:
-        key = uow.flaky.secret("page-tokens", secrets.token_hex(32))
-        return PageTokens(bytes.fromhex(key))
+    def _tokens(self) -> PageTokens:
+        """The signer of page tokens; its key is made and stored on first use, in a write of
+        its own, so that listings only ever read.
+        """
+        if self._page_key is None:
+            with self._unit_of_work() as uow:
+                key = uow.flaky.secret("page-tokens", secrets.token_hex(32))
+                uow.commit()
+            self._page_key = bytes.fromhex(key)
+        return PageTokens(self._page_key)
 
     def list_unhealthy(
         self, org_id: OrgId, ref: RepoRef, status: TestStatus, *, size: int, token: str
@@ -92,9 +100,9 @@ class FlakyReadService:
             ("list-unhealthy-tests", status.value),
             size=size,
             token=token,
-            count=lambda store, repo, _s: store.count_by_status(repo.id, status),
-            fetch=lambda store, repo, _s, offset, limit: store.page_by_status(
-                repo.id, status, offset=offset, limit=limit
+            fetch=lambda store, repo, _s, offset, limit: (
+                store.page_by_status(repo.id, status, offset=offset, limit=limit),
+                store.count_by_status(repo.id, status),
             ),
             figures=False,
         )
@@ -121,7 +129,6 @@ class FlakyReadService:
             ("list-failing-tests", start.isoformat(), end.isoformat()),
             size=size,
             token=token,
-            count=lambda store, repo, _s: store.count_failing(repo.id, start, end),
             fetch=lambda store, repo, _s, offset, limit: store.page_failing(
                 repo.id, start, end, offset=offset, limit=limit
             ),
@@ -135,15 +142,15 @@ class FlakyReadService:
             ("list-quarantined-tests",),
             size=size,
             token=token,
-            count=lambda store, repo, settings: store.count_quarantined(repo.id, settings),
-            fetch=lambda store, repo, settings, offset, limit: store.page_quarantined(
-                repo.id, settings, offset=offset, limit=limit
+            fetch=lambda store, repo, settings, offset, limit: (
+                store.page_quarantined(repo.id, settings, offset=offset, limit=limit),
+                store.count_quarantined(repo.id, settings),
             ),
             figures=False,
         )
 
     def details(self, org_id: OrgId, ref: RepoRef, test_id: str) -> TestDetails:
-        with self._unit_of_work() as uow:
+        with self._unit_of_work(read_only=True) as uow:
             repository = find_repository(uow, org_id, ref)
             test = uow.flaky.test(repository.id, test_id)
             if test is None:
@@ -161,21 +168,21 @@ class FlakyReadService:
         *,
         size: int,
         token: str,
-        count: Callable[[FlakyListings, Repository, FlakySettings], int],
-        fetch: Callable[[FlakyListings, Repository, FlakySettings, int, int], Sequence[TestCase]],
+        fetch: Callable[
+            [FlakyListings, Repository, FlakySettings, int, int], tuple[Sequence[TestCase], int]
+        ],
         figures: bool,
     ) -> TestPage:
         size = page_size_of(size)
-        with self._unit_of_work() as uow:
+        tokens = self._tokens()
+        with self._unit_of_work(read_only=True) as uow:
             repository = find_repository(uow, org_id, ref)
-            tokens = self._tokens(uow)
             fingerprint = tokens.fingerprint(repository.id, size, *query)
             offset = tokens.offset(fingerprint, token)
             settings = uow.flaky.settings(repository.id)
-            total = count(uow.flaky_listings, repository, settings)
-            tests = fetch(uow.flaky_listings, repository, settings, offset, size)
+            # The page and how many there are in all.
+            tests, total = fetch(uow.flaky_listings, repository, settings, offset, size)
             views = self._views(uow.flaky_listings, repository, settings, tests, figures=figures)
-            uow.commit()  # the page-token key is stored on first use
         page = tokens.page(fingerprint, offset=offset, size=size, total=total)
         return TestPage(tuple(views), page)
 

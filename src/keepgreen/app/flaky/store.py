@@ -1,6 +1,6 @@
 """The flaky-test store port: what the use cases read and write, as plain values.
 
-Rollup deltas are added, never overwritten, so concurrent uploads sum correctly.
+Roll-ups are added to, never overwritten, so concurrent uploads sum correctly.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Protocol
 
 from keepgreen.app.flaky.settings import FlakySettings
+from keepgreen.app.flaky.tally import TestTally
 from keepgreen.core.flaky.failures import FailureCount
 from keepgreen.core.flaky.model import StatusChange, TestCase
 from keepgreen.core.flaky.monitors import (
@@ -41,46 +42,9 @@ class UploadRecord:
     failed: int
     skipped: int
     excluded: bool
-
-
-@dataclass(frozen=True, slots=True)
-class ResultRecord:
-    test_case_id: str
-    outcome: str
-    attempt: int
-    duration_ms: int | None
-    summary: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class HourDelta:
-    test_case_id: str
-    hour: datetime
-    branch: str
-    runs: int
-    failures: int
-    at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class CommitDelta:
-    test_case_id: str
-    commit_sha: str
-    branch: str
-    pr_number: int | None
-    passes: int
-    failures: int
-    at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class FailureDelta:
-    test_case_id: str
-    day: datetime
-    summary_key: str
-    summary: str
-    occurrences: int
-    at: datetime
+    # Who sent it: a retried upload with the same key is stored once (see claim_upload).
+    upload_key: str | None = None
+    failed_tests: tuple[str, ...] = ()  # the tests whose final outcome failed, by id
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,34 +95,45 @@ class FlakyStore(Protocol):
         self, repository_id: RepositoryId, settings: FlakySettings, *, at: datetime
     ) -> None: ...
 
-    def lock_repository(self, repository_id: RepositoryId) -> None:
-        """Hold the repository's row until commit: one upload of a repository is stored at a
-        time, so two never wait on each other's test rows (no deadlocks on PostgreSQL).
+    def claim_upload(self, upload: UploadRecord) -> UploadRecord | None:
+        """Store the upload's row, unless its repository already has an upload with its
+        `upload_key`: then nothing is stored and that upload is answered. A claim racing
+        another with the same key waits for it (PostgreSQL) or runs after it (SQLite).
         """
         ...
 
-    def add_upload(self, upload: UploadRecord) -> None: ...
-
-    def ensure_tests(
-        self, repository_id: RepositoryId, tests: Sequence[TestCase], *, seen_at: datetime
-    ) -> None:
-        """Insert the repository's tests not stored yet; for every one, move last_seen_at and,
-        when the given test has owners, replace its codeowners. Every test must be of
-        `repository_id`.
-        """
-        ...
-
-    def add_results(self, upload: UploadRecord, results: Sequence[ResultRecord]) -> None:
-        """Store results of the upload's repository's tests (which must exist)."""
-        ...
-
-    def add_to_rollups(
+    def add_tests(
         self,
-        repository_id: RepositoryId,
-        hours: Sequence[HourDelta],
-        commits: Sequence[CommitDelta],
-        failures: Sequence[FailureDelta],
-    ) -> None: ...
+        upload: UploadRecord,
+        tests: Sequence[TestTally],
+        codeowners: Mapping[str | None, tuple[str, ...]],
+        *,
+        roll_up: bool,
+        hold: Collection[str] = (),
+    ) -> None:
+        """Store what the upload (claimed) says of each test, set-based: tests not stored yet
+        are added (healthy, owned as `codeowners` says for their file); last_seen_at moves
+        (to the hour) and owners change where `codeowners` names the test's file; each failed
+        attempt becomes a result; and when `roll_up`, the hourly, per-commit and failure-
+        summary roll-ups add the upload's counts. Every row is of the upload's repository.
+
+        The rows of the tests in `hold` (the ones the caller will evaluate) stay held until
+        commit. Concurrent uploads of one repository do not wait on each other unless they
+        share tests, and then they take every row in the same order, the tests' own rows
+        first, then the roll-ups', each in test id order: they never deadlock on PostgreSQL.
+        """
+        ...
+
+    def hold_tests(self, repository_id: RepositoryId, ids: Collection[str]) -> set[str]:
+        """Hold these tests' rows until commit, skipping those another transaction holds now
+        (waiting for them could deadlock); answers the ones held. For tests found late, after
+        `add_tests`: whoever holds a skipped one is evaluating it already.
+        """
+        ...
+
+    def failing_on_commit(self, repository_id: RepositoryId, commit_sha: str) -> set[str]:
+        """The tests with a failed attempt on `commit_sha` (passed or not)."""
+        ...
 
     def tests(self, repository_id: RepositoryId, ids: Collection[str]) -> Mapping[str, TestCase]:
         """Those of `ids` that are tests of the repository."""
@@ -166,10 +141,8 @@ class FlakyStore(Protocol):
 
     def test(self, repository_id: RepositoryId, test_id: str) -> TestCase | None: ...
 
-    def mixed_on_commit(
-        self, repository_id: RepositoryId, ids: Collection[str], commit_sha: str
-    ) -> set[str]:
-        """Those of `ids` that both passed and failed on `commit_sha`."""
+    def mixed_on_commit(self, repository_id: RepositoryId, commit_sha: str) -> set[str]:
+        """The tests that both passed and failed on `commit_sha`."""
         ...
 
     def buckets(
@@ -267,8 +240,10 @@ class FlakyListings(Protocol):
         *,
         offset: int,
         limit: int,
-    ) -> Sequence[TestCase]:
-        """Distinct tests with a failed result in [start, end), most failures first."""
+    ) -> tuple[Sequence[TestCase], int]:
+        """Distinct tests with a failed result in [start, end), most failures first: the
+        page, and how many such tests there are in all.
+        """
         ...
 
     def count_quarantined(self, repository_id: RepositoryId, settings: FlakySettings) -> int: ...

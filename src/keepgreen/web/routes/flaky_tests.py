@@ -10,7 +10,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, Request
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
 
 from keepgreen.app.errors import InvalidInput
 from keepgreen.app.flaky.ingest import ReportFile, UploadMetadata, UploadSummary
@@ -44,11 +44,15 @@ from keepgreen.web.flaky_schemas import (
 )
 from keepgreen.web.routes.merge_queue import repo_ref, utc_since
 from keepgreen.web.schemas import Empty, error_responses
+from keepgreen.web.upload_gate import UploadGate
 
 router = APIRouter(tags=["flaky tests"])
 
 READ = error_responses(400, 401, 404, 413)
 MAX_REPORT_FILES = 1000
+# A client's key for one upload: sent again with a retry, the upload is stored once.
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+MAX_IDEMPOTENCY_KEY_CHARS = 255
 
 
 def public_url_of(request: Request, services: Services) -> str:
@@ -345,7 +349,11 @@ UPLOAD_BODY = {
 }
 
 
-async def _read_upload(request: Request) -> tuple[UploadMetadataIn, list[ReportFile]]:
+async def _read_upload(request: Request) -> tuple[UploadMetadataIn, list[UploadFile], FormData]:
+    """The metadata and the report parts of an upload; the reports stay where the multipart
+    parser put them (on disk past 1 MiB) until the upload's turn comes. The caller closes the
+    form.
+    """
     content_type = request.headers.get("content-type", "")
     if not content_type.startswith("multipart/form-data"):
         raise InvalidInput(
@@ -374,41 +382,56 @@ async def _read_upload(request: Request) -> tuple[UploadMetadataIn, list[ReportF
         for part in form.getlist("file"):
             if not isinstance(part, UploadFile):
                 raise InvalidInput("invalid_field", "file: each file part must be a file")
-            files.append(ReportFile(part.filename or "report.xml", await part.read()))
-        return metadata, files
-    finally:
+            files.append(part)
+    except BaseException:
         await form.close()
+        raise
+    return metadata, files, form
 
 
 @router.post(
     "/flaky-tests/upload",
     response_model=UploadSummaryOut,
-    responses=error_responses(400, 401, 404, 413),
+    responses=error_responses(400, 401, 404, 413, 503),
     openapi_extra=UPLOAD_BODY,
 )
 async def upload(request: Request, org: Org, services: Services) -> dict[str, Any]:
     """Store one CI job's JUnit results; answers what was stored and which failures are
     quarantined.
     """
-    metadata, files = await _read_upload(request)
-    slug = await run_in_threadpool(services.admin.org_slug, org, claimed=metadata.org_url_slug)
-    summary: UploadSummary = await run_in_threadpool(
-        services.ingest.upload,
-        OrgId(org),
-        slug,
-        UploadMetadata(
-            repo=repo_ref(metadata.repo),
-            org_url_slug=metadata.org_url_slug,
-            commit_sha=metadata.commit_sha.lower(),
-            branch=metadata.branch,
-            pr_number=metadata.pr_number,
-            job_url=metadata.job_url,
-            variant=metadata.variant,
-            run_id=metadata.run_id,
-            codeowners=metadata.codeowners,
-        ),
-        files,
-    )
+    metadata, parts, form = await _read_upload(request)
+    try:
+        key = request.headers.get(IDEMPOTENCY_HEADER) or metadata.idempotency_key
+        if key is not None and not 0 < len(key) <= MAX_IDEMPOTENCY_KEY_CHARS:
+            raise InvalidInput(
+                "invalid_field",
+                f"{IDEMPOTENCY_HEADER}: at most {MAX_IDEMPOTENCY_KEY_CHARS} characters",
+            )
+        slug = await run_in_threadpool(services.admin.org_slug, org, claimed=metadata.org_url_slug)
+        gate: UploadGate = request.app.state.upload_gate
+        async with gate.turn():
+            files = [ReportFile(part.filename or "report.xml", await part.read()) for part in parts]
+            summary: UploadSummary = await run_in_threadpool(
+                services.ingest.upload,
+                OrgId(org),
+                slug,
+                UploadMetadata(
+                    repo=repo_ref(metadata.repo),
+                    org_url_slug=metadata.org_url_slug,
+                    commit_sha=metadata.commit_sha.lower(),
+                    branch=metadata.branch,
+                    pr_number=metadata.pr_number,
+                    job_url=metadata.job_url,
+                    variant=metadata.variant,
+                    run_id=metadata.run_id,
+                    codeowners=metadata.codeowners,
+                    idempotency_key=key,
+                ),
+                files,
+            )
+            del files
+    finally:
+        await form.close()
     return {
         "upload_id": summary.upload_id,
         "files": summary.files,
@@ -419,6 +442,7 @@ async def upload(request: Request, org: Org, services: Services) -> dict[str, An
         "skipped": summary.skipped,
         "excluded_as_infrastructure_failure": summary.excluded_as_infrastructure_failure,
         "quarantine_enabled": summary.quarantine_enabled,
+        "already_stored": summary.repeated,
         "failures": [
             {
                 "test_id": failure.test_id,
