@@ -24,40 +24,46 @@ Rows (the ratio column is keepgreen's figure divided by the reference's):
 - list-failing-tests (7 days, those results) and list-quarantined-tests (50,000 tests),
   beside a trivial authenticated call (get-settings); then the SQL of both listings with
   the database's plan (bench/sql_plans.py).
-Progress goes to stderr; the tables to stdout.
+Progress goes to stderr; the tables to stdout. Seeding stops early, and the row says so, when
+less than 20 GiB of disk is left (the machine is shared).
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
 import io
 import json
 import os
-import platform
 import re
 import shutil
-import sqlite3
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import httpx
+from flaky_api import (  # bench/ is on sys.path when run as a script
+    HOST,
+    OWNER,
+    Api,
+    cli_upload,
+    gz,
+    ref_json,
+    sha,
+    week,
+)
+from flaky_shards import measure_shards
 from lxml import etree
-from pytest_reports import Suite, failing_names, report  # bench/ is on sys.path as a script
+from pytest_reports import Suite, report
+from run_facts import database_bytes, disk_use, machine, versions
 from serve_process import (
     ORG,
     Served,
@@ -67,14 +73,11 @@ from serve_process import (
     memory_kib,
     reset_peak_rss,
 )
+from sql_plans import listing_plans, print_plans
 
-HOST, OWNER = "github.com", "bench"
 REPOSITORIES = ("big", "ingest", "fifty", "seq10", "par10", "seq50", "par50", "huge", "queue")
-UPLOAD_TIMEOUT_SECONDS = 1800.0
 POLL_PAUSE_SECONDS = 0.02  # between two getQueue calls while measuring its latency
 PROGRESS_SECONDS = 30.0
-MAX_RETRY_ROUNDS = 5
-MAX_RETRY_AFTER_SECONDS = 60.0
 # Seeding stops before the machine's disk runs low (SQLite's write-ahead log can grow to many
 # times the database while uploads keep coming): the machine is shared.
 MIN_FREE_DISK_BYTES = 20 * 2**30
@@ -161,169 +164,8 @@ def print_table(rows: list[Row], backend: str) -> None:
         print("| " + " | ".join(cell.replace("|", "/") for cell in line) + " |")
 
 
-# -- talking to the server ------------------------------------------------------------------------
-
-
-def ref_json(name: str) -> dict[str, str]:
-    return {"host": HOST, "owner": OWNER, "name": name}
-
-
-def sha(*parts: object) -> str:
-    return hashlib.sha1(":".join(map(str, parts)).encode()).hexdigest()  # noqa: S324 (an id)
-
-
-@dataclass
-class Answer:
-    status: int
-    seconds: float
-    body: Any
-    retry_after: str | None
-
-
-class Api:
-    """The HTTP API of the served keepgreen, as the benchmark's org."""
-
-    def __init__(self, url: str, token: str) -> None:
-        self.url, self.token = url, token
-        self.client = httpx.Client(
-            base_url=url,
-            headers={"x-api-token": token},
-            timeout=httpx.Timeout(UPLOAD_TIMEOUT_SECONDS, connect=30),
-            limits=httpx.Limits(max_connections=100, max_keepalive_connections=100),
-        )
-
-    def upload(
-        self,
-        repo: str,
-        files: list[bytes],
-        *,
-        commit: str,
-        branch: str = "main",
-        pr: int | None = None,
-        refused: bool = False,
-        check: bool = True,
-    ) -> Answer:
-        """One upload of `files`; `refused`: with a commit sha the server refuses (400) once it
-        has read the whole body, which times the transfer and the multipart parsing alone.
-        `check`: fail on any other answer than the one expected.
-        """
-        fields: dict[str, Any] = {"repo": ref_json(repo), "org_url_slug": ORG, "branch": branch}
-        fields["commit_sha"] = "not a sha" if refused else commit
-        if pr is not None:
-            fields["pr_number"] = pr
-        parts = [
-            (
-                "file",
-                (
-                    f"report-{i}.xml",
-                    data,
-                    "application/gzip" if data[:2] == b"\x1f\x8b" else "application/xml",
-                ),
-            )
-            for i, data in enumerate(files)
-        ]
-        started = time.perf_counter()
-        response = self.client.post(
-            "/flaky-tests/upload", data={"metadata": json.dumps(fields)}, files=parts
-        )
-        seconds = time.perf_counter() - started
-        body = (
-            response.json()
-            if response.headers.get("content-type", "").startswith("application/json")
-            else response.text
-        )
-        answer = Answer(response.status_code, seconds, body, response.headers.get("retry-after"))
-        expected = 400 if refused else 200
-        if check and answer.status != expected:
-            raise RuntimeError(f"upload to {repo} answered {answer.status}: {str(body)[:500]}")
-        return answer
-
-    def post(self, verb: str, body: dict[str, Any]) -> tuple[float, Any]:
-        started = time.perf_counter()
-        response = self.client.post(f"/{verb}", json=body)
-        seconds = time.perf_counter() - started
-        if response.status_code != 200:
-            raise RuntimeError(f"{verb} answered {response.status_code}: {response.text[:500]}")
-        return seconds, response.json()
-
-    def timed(self, verb: str, body: dict[str, Any]) -> tuple[float, int]:
-        """Seconds and status of one call, whatever it answers."""
-        started = time.perf_counter()
-        status = self.client.post(f"/{verb}", json=body).status_code
-        return time.perf_counter() - started, status
-
-    def flaky(self, verb: str, repo: str, **fields: Any) -> tuple[float, Any]:
-        return self.post(
-            f"flaky-tests/{verb}", {"repo": ref_json(repo), "org_url_slug": ORG, **fields}
-        )
-
-    def failing(
-        self, repo: str, window: tuple[datetime, datetime], *, page_size: int = 100, token: str = ""
-    ) -> tuple[float, Any]:
-        return self.flaky(
-            "list-failing-tests",
-            repo,
-            start_time=window[0].isoformat(),
-            end_time=window[1].isoformat(),
-            page_query={"page_size": page_size, "page_token": token},
-        )
-
-    def all_failing(self, repo: str) -> set[tuple[str, str]]:
-        """(classname, name) of every test listed as failing in the last 7 days."""
-        found: set[tuple[str, str]] = set()
-        token, window = "", week()
-        for _ in range(10_000):
-            _seconds, page = self.failing(repo, window, token=token)
-            found.update((test["classname"], test["name"]) for test in page["tests"])
-            token = page["page"].get("next_page_token") or ""
-            if not token:
-                return found
-        raise RuntimeError("list-failing-tests kept answering next pages")
-
-
-def week() -> tuple[datetime, datetime]:
-    """The 7-day window of list-failing-tests, ending a minute from now (all results are new)."""
-    end = datetime.now(UTC) + timedelta(minutes=1)
-    return end - timedelta(days=7), end
-
-
 def progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def gz(data: bytes) -> bytes:
-    return gzip.compress(data, mtime=0)  # as `keepgreen upload` compresses a report
-
-
-def database_bytes(url: str) -> dict[str, int]:
-    """What the database takes on disk: SQLite's file and its write-ahead log, or the relations
-    (tables, indexes, TOAST) of the PostgreSQL schema the URL's search_path names.
-    """
-    if url.startswith("sqlite:///"):
-        path = Path(url.removeprefix("sqlite:///"))
-        wal = path.with_name(path.name + "-wal")
-        return {"database": path.stat().st_size, "wal": wal.stat().st_size if wal.exists() else 0}
-    from sqlalchemy import text
-
-    from keepgreen.adapters.db.engine import make_engine
-
-    engine = make_engine(url)
-    try:
-        with engine.connect() as connection:
-            size = connection.execute(
-                text(
-                    "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-                    "JOIN pg_namespace n ON n.oid = c.relnamespace "
-                    "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'm')"
-                )
-            ).scalar()
-    finally:
-        engine.dispose()
-    return {"schema": int(size or 0)}
-
-
-def disk_use(url: str) -> str:
-    return ", ".join(f"{name} {size / 2**30:.2f} GiB" for name, size in database_bytes(url).items())
 
 
 def iterparse_seconds(data: bytes) -> float:
@@ -333,47 +175,6 @@ def iterparse_seconds(data: bytes) -> float:
     started = time.perf_counter()
     for _event, element in etree.iterparse(gzip.GzipFile(fileobj=io.BytesIO(data))):
         element.clear()
-    return time.perf_counter() - started
-
-
-def at_once(send: Callable[[bytes], Answer], reports: list[bytes]) -> tuple[float, list[Answer]]:
-    """Every report sent by a thread of its own, all released together; the wall time from
-    the release to the last answer, and the answers (status 0: no HTTP answer at all).
-    """
-    barrier = threading.Barrier(len(reports) + 1)
-
-    def one(data: bytes) -> Answer:
-        barrier.wait()
-        try:
-            return send(data)
-        except httpx.HTTPError as error:
-            return Answer(0, 0.0, f"{type(error).__name__}: {error}", None)
-
-    with ThreadPoolExecutor(max_workers=len(reports)) as pool:
-        futures = [pool.submit(one, data) for data in reports]
-        barrier.wait()
-        started = time.perf_counter()
-        answers = [future.result() for future in futures]
-    return time.perf_counter() - started, answers
-
-
-def status_counts(answers: list[Answer]) -> Counter[str]:
-    counts: Counter[str] = Counter()
-    for answer in answers:
-        counts[str(answer.status) if answer.status in (200, 503, 500) else "other"] += 1
-    return counts
-
-
-def cli_upload(path: Path, repo: str, *, commit: str, env: dict[str, str], cwd: Path) -> float:
-    """Wall seconds of `keepgreen upload` sending `path`, as a CI job runs it."""
-    started = time.perf_counter()
-    keepgreen(
-        "upload",
-        *("--org", ORG, "--repo", f"{HOST}/{OWNER}/{repo}", "--sha", commit, "--branch", "main"),
-        *("--json", str(path)),
-        env=env,
-        cwd=cwd,
-    )
     return time.perf_counter() - started
 
 
@@ -577,105 +378,9 @@ class Bench:
                 "set-quarantine-override", "fifty", test_id=test_id, setting="ALWAYS_QUARANTINE"
             )
 
-    # --- shards of one run -------------------------------------------------------------------
-
-    def shard_reports(
-        self, count: int, tests: int
-    ) -> tuple[list[bytes], list[set[tuple[str, str]]]]:
-        suite = Suite(f"shards{count}", count * tests)
-        parts = [range(k * tests, (k + 1) * tests) for k in range(count)]
-        reports = [gz(report(suite, part, run_seed=1)) for part in parts]
-        return reports, [failing_names(suite, part, run_seed=1) for part in parts]
-
-    def one_after_another(self, repo: str, reports: list[bytes], commit: str) -> tuple[float, int]:
-        started = time.perf_counter()
-        for data in reports:
-            self.api.upload(repo, [data], commit=commit)
-        return time.perf_counter() - started, len(self.api.all_failing(repo))
-
     def shards(self, key: str, count: int, tests: int, *, retry: bool) -> None:
-        reports, failing = self.shard_reports(count, tests)
-        commit = sha("shards", count)
-        expected = set().union(*failing)
-        seq_repo, par_repo = f"seq{count}", f"par{count}"
-        alone, alone_stored = self.one_after_another(seq_repo, reports, commit)
-
-        def send(data: bytes) -> Answer:
-            return self.api.upload(par_repo, [data], commit=commit, check=False)
-
-        wall, answers = at_once(send, reports)
-        codes = status_counts(answers)
-        without_retry_after = sum(1 for a in answers if a.status == 503 and not a.retry_after)
-        accepted = {k for k, answer in enumerate(answers) if answer.status == 200}
-        stored = self.api.all_failing(par_repo)
-        # What the 200s say was stored is there, and nothing of a refused upload is.
-        exact = stored == set().union(*(failing[k] for k in accepted)) if accepted else not stored
-        cell = (
-            f"at once {wall:.2f} s; "
-            + ", ".join(f"{c}: {codes[c]}" for c in ("200", "503", "500", "other"))
-            + f"; stored {len(stored):,}/{len(expected):,} failing tests"
-            + ("" if exact else " (NOT what the 200s say)")
-        )
-        if without_retry_after:
-            cell += f"; {without_retry_after} 503 without Retry-After"
-        figures: dict[str, Any] = {
-            "seconds": wall, "codes": dict(codes), "stored": len(stored), "expected": len(expected),
-            "stored_matches_answers": exact, "503_without_retry_after": without_retry_after,
-            "one_after_another_seconds": alone, "one_after_another_stored": alone_stored,
-        }  # fmt: skip
-        refused = [k for k in range(count) if k not in accepted]
-        if retry and refused:
-            rounds, duplicated = self.retry(par_repo, reports, answers, refused, commit)
-            stored = self.api.all_failing(par_repo)
-            cell += f"; after {rounds} retry rounds: stored {len(stored):,}/{len(expected):,}"
-            if duplicated:
-                cell += f", {duplicated} stored twice"
-            figures |= {
-                "retry_rounds": rounds,
-                "stored_after_retries": len(stored),
-                "duplicated": duplicated,
-            }
-        errors = [str(a.body)[:200] for a in answers if a.status != 200]
-        if errors:
-            figures["first_refusal"] = errors[0]
-        self.row(
-            key,
-            cell,
-            f"one after another {alone:.2f} s; stored {alone_stored:,}/{len(expected):,}",
-            wall / alone,
-            **figures,
-        )
-
-    def retry(
-        self,
-        repo: str,
-        reports: list[bytes],
-        answers: list[Answer],
-        refused: list[int],
-        commit: str,
-    ) -> tuple[int, int]:
-        """Sends the refused shards again, as a client would (after Retry-After, else a second);
-        the rounds taken, and how many retried shards left their failures stored twice.
-        """
-        rounds, pending, last = 0, refused, {k: answers[k] for k in refused}
-        while pending and rounds < MAX_RETRY_ROUNDS:
-            rounds += 1
-            waits = [float(last[k].retry_after or 1) for k in pending]
-            time.sleep(min(MAX_RETRY_AFTER_SECONDS, max(waits)))
-            _wall, again = at_once(
-                lambda data: self.api.upload(repo, [data], commit=commit, check=False),
-                [reports[k] for k in pending],
-            )
-            last |= dict(zip(pending, again, strict=True))
-            pending = [k for k in pending if last[k].status != 200]
-        duplicated = 0
-        for k in refused:
-            if last[k].status == 200 and last[k].body["failures"]:
-                test_id = last[k].body["failures"][0]["test_id"]
-                _s, details = self.api.flaky("get-test-details", repo, test_id=test_id)
-                failures = details["test"].get("most_common_failures") or []
-                duplicated += sum(f["occurrence_count"] for f in failures) > 1
-        return rounds, duplicated
+        cell, reference, ratio, figures = measure_shards(self.api, count, tests, retry=retry)
+        self.row(key, cell, reference, ratio, **figures)
 
     # --- a 200,000-test upload: the queue's API meanwhile, and the server's memory -----------
 
@@ -778,8 +483,6 @@ class Bench:
         )
 
     def explain(self) -> None:
-        from sql_plans import listing_plans
-
         from keepgreen.core.model import RepoRef
 
         plans = listing_plans(
@@ -856,43 +559,6 @@ def row_specs(scale: Scale, backend: str) -> dict[str, tuple[str, str]]:
     }
 
 
-def machine() -> dict[str, Any]:
-    model = next(
-        (
-            line.partition(":")[2].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor() or "unknown",
-    )
-    return {
-        "nproc": len(os.sched_getaffinity(0)),
-        "cpu": model,
-        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-        "load_average": os.getloadavg(),
-        "kernel": platform.release(),
-    }
-
-
-def versions(backend: str, url: str) -> dict[str, str]:
-    found = {"python": platform.python_version()}
-    for package in ("keepgreen", "lxml", "SQLAlchemy", "fastapi", "uvicorn", "httpx"):
-        found[package] = metadata.version(package)
-    found["libxml2"] = ".".join(map(str, etree.LIBXML_VERSION))
-    if backend == "sqlite":
-        found["SQLite"] = sqlite3.sqlite_version  # the library the served process loads too
-        return found
-    from sqlalchemy import text
-
-    from keepgreen.adapters.db.engine import make_engine
-
-    engine = make_engine(url)
-    with engine.connect() as connection:
-        found["PostgreSQL"] = str(connection.execute(text("SHOW server_version")).scalar())
-    engine.dispose()
-    return found
-
-
 @contextmanager
 def database(backend: str, work: Path) -> Iterator[str]:
     if backend == "sqlite":
@@ -925,26 +591,6 @@ def start(backend: str, url: str, work: Path, scale: Scale) -> tuple[Served, Api
     api.post("createQueue", {"repo": ref_json("queue"), "targetBranch": "main"})
     del backend, scale
     return served, api, env
-
-
-# Four or more bound parameters in a row (an IN list): shown as their count.
-PLACEHOLDERS = re.compile(r"(?:(?:\?|%\(\w+\)s), ){3,}(?:\?|%\(\w+\)s)")
-
-
-def placeholders(found: re.Match[str]) -> str:
-    return f"<{found.group(0).count(',') + 1} parameters>"
-
-
-def print_plans(plans: dict[str, list[dict[str, Any]]], backend: str) -> None:
-    how = "EXPLAIN (ANALYZE, BUFFERS)" if backend == "postgresql" else "EXPLAIN QUERY PLAN"
-    for name, statements in plans.items():
-        print(f"\n{how} of the SELECTs of {name} (first page of 100), as keepgreen runs them:")
-        for number, statement in enumerate(statements, 1):
-            print(f"\n-- {number}. {statement['milliseconds']:.1f} ms in keepgreen")
-            print(PLACEHOLDERS.sub(placeholders, " ".join(statement["sql"].split())))
-            print(f"-- parameters: {statement['parameters'][:300]}")
-            for line in statement["plan"]:
-                print(f"   {line}")
 
 
 def main() -> None:

@@ -5,21 +5,23 @@ the served database (no migrations: the server ran them), listens to its engine'
 `before_cursor_execute`, and calls the read service's listings, which run the listing adapter
 (`SqlFlakyListings`). Each SELECT caught is then explained on the same database: EXPLAIN
 ANALYZE on PostgreSQL (it runs the statement again), EXPLAIN QUERY PLAN on SQLite.
+keepgreen's own modules are imported only there, so the rest of the benchmark, which uses only
+keepgreen's public interfaces, runs whatever becomes of them.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, event
 
-from keepgreen.bootstrap import bootstrap
-from keepgreen.core.model import RepoRef
-from keepgreen.settings import Settings
+if TYPE_CHECKING:
+    from keepgreen.core.model import RepoRef
 
 
 @dataclass
@@ -88,6 +90,9 @@ def listing_plans(
     """Every SELECT of a first page (100) of list-failing-tests over `window` and of
     list-quarantined-tests, with its plan.
     """
+    from keepgreen.bootstrap import bootstrap
+    from keepgreen.settings import Settings
+
     container = bootstrap(
         Settings(database_url=database_url, data_dir=scratch), run_migrations=False
     )
@@ -119,3 +124,23 @@ def listing_plans(
         return found
     finally:
         container.close()
+
+
+# Four or more bound parameters in a row (an IN list): shown as their count.
+PLACEHOLDERS = re.compile(r"(?:(?:\?|%\(\w+\)s), ){3,}(?:\?|%\(\w+\)s)")
+
+
+def placeholders(found: re.Match[str]) -> str:
+    return f"<{found.group(0).count(',') + 1} parameters>"
+
+
+def print_plans(plans: dict[str, list[dict[str, Any]]], backend: str) -> None:
+    how = "EXPLAIN (ANALYZE, BUFFERS)" if backend == "postgresql" else "EXPLAIN QUERY PLAN"
+    for name, statements in plans.items():
+        print(f"\n{how} of the SELECTs of {name} (first page of 100), as keepgreen runs them:")
+        for number, statement in enumerate(statements, 1):
+            print(f"\n-- {number}. {statement['milliseconds']:.1f} ms in keepgreen")
+            print(PLACEHOLDERS.sub(placeholders, " ".join(statement["sql"].split())))
+            print(f"-- parameters: {statement['parameters'][:300]}")
+            for line in statement["plan"]:
+                print(f"   {line}")
