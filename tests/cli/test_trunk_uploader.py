@@ -38,7 +38,7 @@ from tests.support.trunk_uploader import (
     zstd,
     zstd_bomb,
 )
-from tests.support.wire import REPO_JSON, assert_error
+from tests.support.wire import REPO, REPO_JSON, assert_error
 
 FILE = "spec/widgets_spec.rb"
 CLASSNAME = "spec.widgets_spec"
@@ -414,3 +414,24 @@ def test_the_uploaders_telemetry_is_accepted_and_counted(
     assert uploader_reports(container) == {"uploaded": 1.0, "failed": 1.0, "unreadable": 1.0}
     assert_error(uploader.telemetry(upload_metrics(failed=False), token=""), 401)
     assert_error(uploader.telemetry(bytes(65 * 1024)), 413)
+
+
+# -- the URL itself ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("extra_settings", [{"public_url": "https://keepgreen.example.com/"}])
+def test_the_url_is_under_keepgreens_public_url_when_set(uploader: Uploader) -> None:
+    url = uploader.upload_url()
+    assert url.startswith("https://keepgreen.example.com/v1/flaky-tests/bundles/")
+
+
+def test_a_url_for_a_repository_removed_since_stores_nothing(
+    uploader: Uploader, container: Container, git_repo: GitRepo
+) -> None:
+    url = uploader.upload_url()
+    container.admin.remove_repository(REPO, org_slug="acme")
+    # Registered again: another repository under the same name, which the URL was not for.
+    container.admin.add_repository(
+        org_slug="acme", ref=REPO, git_url=str(git_repo.path), ci_command=None
+    )
+    assert_error(uploader.put_bundle(url, two_reports().bundle()), 404, "repository_not_found")
