@@ -31,9 +31,11 @@ from keepgreen.adapters.git.survey import RepositorySurveyor
 from keepgreen.adapters.github.client import CHECK_RUN_NAME, GithubAppClient
 from keepgreen.adapters.junit import ReportError, TooManyResults, parse_report
 from keepgreen.adapters.owners import OwnersFile, read_codeowners
+from keepgreen.adapters.trunk import parse_test_report, read_bundle, read_uploader_report
 from keepgreen.app.admin import AdminService
 from keepgreen.app.engine import QueueEngine
 from keepgreen.app.errors import InvalidInput
+from keepgreen.app.flaky.bundles import BundleUploadService
 from keepgreen.app.flaky.detection import Detector, Housekeeping
 from keepgreen.app.flaky.ingest import IngestService, ResultLimitReached
 from keepgreen.app.flaky.manage import FlakyManageService
@@ -121,6 +123,7 @@ class Container:
     worker: Worker
     runner: BuiltInRunner
     ingest: IngestService
+    bundles: BundleUploadService  # Trunk's uploader: its upload URLs and bundles
     flaky: FlakyReadService
     flaky_manage: FlakyManageService
     housekeeping: Housekeeping
@@ -299,6 +302,16 @@ def bootstrap(
         github=duties,
     )
     parts["worker"] = worker
+    ingest = IngestService(
+        unit_of_work,
+        parse=parse_junit,
+        parse_test_report=parse_test_report,
+        owners=CodeOwnersFiles(telemetry=telemetry, data_dir=settings.data_dir),
+        detector=detector,
+        clock=clock,
+        new_id=new_id,
+        telemetry=telemetry,
+    )
     return Container(
         settings=settings,
         engine=engine,
@@ -312,11 +325,12 @@ def bootstrap(
         unit_of_work=unit_of_work,
         worker=worker,
         runner=runner,
-        ingest=IngestService(
+        ingest=ingest,
+        bundles=BundleUploadService(
             unit_of_work,
-            parse=parse_junit,
-            owners=CodeOwnersFiles(telemetry=telemetry, data_dir=settings.data_dir),
-            detector=detector,
+            ingest=ingest,
+            read_bundle=read_bundle,
+            read_uploader_report=read_uploader_report,
             clock=clock,
             new_id=new_id,
             telemetry=telemetry,

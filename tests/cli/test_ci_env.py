@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 
-from keepgreen.cli.ci_env import VARIABLES, CiInfo, CiPlatform, detect_ci
+from keepgreen.core.ci_env import VARIABLES, CiInfo, CiPlatform, detect_ci
 
 SHA = "3f7a9c1e5b2d4f6a8c0e1b3d5f7a9c1e5b2d4f6a"
 OTHER_SHA = "b4e2d9f0c1a3b5d7e9f1a3c5e7b9d1f3a5c7e9b1"

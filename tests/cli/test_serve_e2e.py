@@ -21,6 +21,7 @@ from keepgreen.core.enums import PrState
 from keepgreen.settings import Settings
 from tests.cli.conftest import REPO_ARG, free_port
 from tests.support.gitrepo import GitRepo
+from tests.support.trunk_uploader import Uploader, junit_bundle, trunk_test_id
 from tests.support.wire import REPO, queue_body
 
 pytestmark = pytest.mark.slow
@@ -203,6 +204,43 @@ def test_token_repo_serve_submit_and_status(
     finally:
         container.close()
     assert (entry.state, entry.priority.name, entry.head_sha) == (PrState.PENDING, "high", sha_2)
+
+
+def test_trunks_uploader_against_keepgreen_serve_leaves_no_upload_url_in_its_log(
+    env: dict[str, str], workdir: Path, tmp_path: Path, serve: Callable[[], Served]
+) -> None:
+    """The uploader's calls to a served keepgreen: createBundleUpload, the PUT of its bundle,
+    getQuarantineConfig. The upload URL's signature authorises the PUT: it is never logged.
+    """
+    token = keepgreen("token", "create", "--org", "acme", env=env, cwd=workdir).stdout.split()[-1]
+    git_repo = GitRepo(tmp_path / "widgets")
+    repo_args = ("--host", "github.com", "--owner", "acme", "--name", "widgets")
+    keepgreen(
+        "repo", "add", "--org", "acme", *repo_args, "--git-url", str(git_repo.path),
+        env=env, cwd=workdir,
+    )  # fmt: skip
+    served = serve()
+    uploader = Uploader(served.url.removesuffix("/v1"), token)
+    url = uploader.upload_url()
+    signature = url.rpartition(".")[2]
+    report = (
+        b'<testsuite name="widgets"><testcase name="turns" classname="spec" file="w.rb">'
+        b'<failure message="no">trace</failure></testcase></testsuite>'
+    )
+    put = uploader.put_bundle(url, junit_bundle([("reports/w.xml", report)]).bundle())
+    assert put.status_code == 200, put.text
+    (failure,) = put.json()["failures"]
+    assert failure["test_id"] == trunk_test_id(
+        name="turns", parent="widgets", classname="spec", file="w.rb"
+    )
+    assert uploader.put_bundle(url + "x", b"").status_code == 403
+    quarantine = uploader.get_quarantine_config([failure["test_id"]])
+    assert quarantine.json() == {"isDisabled": True, "testIds": []}
+    assert served.stop() == 0
+    log = served.output
+    assert "bundle upload stored" in log
+    assert "/v1/flaky-tests/bundles/{token}" in log  # the access log names the route
+    assert signature not in log
 
 
 def wait_for_states(

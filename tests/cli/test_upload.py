@@ -24,10 +24,10 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner, Result
 
-from keepgreen.cli.ci_env import VARIABLES
 from keepgreen.cli.main import app
 from keepgreen.cli.reports import MIB, Report, plan_batches
 from keepgreen.cli.upload import UploadHooks
+from keepgreen.core.ci_env import VARIABLES
 from tests.cli.conftest import REPO_ARG, Cli, free_port
 from tests.support.fake_upload_server import (
     TOKEN,

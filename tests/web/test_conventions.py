@@ -553,6 +553,13 @@ FLAKY_PATHS = {
         "update-settings",
     )
 } | {"/metrics/getQuarantineConfig"}
+# Trunk's uploader: where it asks to upload, the signed URL it PUTs its bundle to (no token: the
+# signature is the authorisation), and its telemetry.
+UPLOADER_PATHS = {
+    "/metrics/createBundleUpload",
+    "/flaky-tests/bundles/{token}",
+    "/flakytests-cli/upload-metrics",
+}
 
 
 @pytest.mark.parametrize("url", ["/v1/openapi.json", "/openapi.json"])
@@ -562,7 +569,7 @@ def test_openapi_document_lists_every_path(client: TestClient, url: str) -> None
     document = response.json()
     assert document["openapi"].startswith("3.")
     assert len(PATHS) == 13  # the merge-queue interface's 13
-    assert set(document["paths"]) == PATHS | FLAKY_PATHS
+    assert set(document["paths"]) == PATHS | FLAKY_PATHS | UPLOADER_PATHS
     assert document["servers"] == [{"url": "/v1"}]
 
 
@@ -571,6 +578,9 @@ def test_openapi_document_uses_the_right_methods(client: TestClient) -> None:
     assert set(paths[f"/{METRICS}"]) == {"get"}
     for verb in POST_VERBS:
         assert set(paths[f"/{verb}"]) == {"post"}, verb
+    assert set(paths["/flaky-tests/bundles/{token}"]) == {"put"}
+    # The PUT carries no API token, as the pre-signed S3 URL it stands in for carries none.
+    assert "security" not in paths["/flaky-tests/bundles/{token}"]["put"]
 
 
 def test_openapi_document_declares_the_token_header(client: TestClient) -> None:

@@ -20,6 +20,10 @@ class NotFound(KeepgreenError):
     """The repository, queue, pull request or test run does not exist for this org (404)."""
 
 
+class Forbidden(KeepgreenError):
+    """A credential other than the API token (a signed upload URL) is invalid or expired (403)."""
+
+
 class Conflict(KeepgreenError):
     """The current state does not allow the operation (409)."""
 

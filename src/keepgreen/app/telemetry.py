@@ -285,6 +285,13 @@ class Telemetry:
             ["outcome"],
             registry=registry,
         )
+        self._uploader_reports = Counter(
+            "keepgreen_uploader_reports",
+            "Telemetry reports of Trunk's uploader, by the outcome of its run as it reports it"
+            " (uploaded, failed; unreadable: not its protobuf message)",
+            ["outcome"],
+            registry=registry,
+        )
         self._preset_closed_label_sets()
 
     def _preset_closed_label_sets(self) -> None:
@@ -313,6 +320,8 @@ class Telemetry:
             self._uploads.labels(stored)
         for result in ("passed", "failed", "skipped"):
             self._ingested_tests.labels(result)
+        for reported in ("uploaded", "failed", "unreadable"):
+            self._uploader_reports.labels(reported)
 
     # -- recording --------------------------------------------------------------------------
 
@@ -398,6 +407,9 @@ class Telemetry:
         self._ingested_results.inc(results)
         for outcome, count in (("passed", passed), ("failed", failed), ("skipped", skipped)):
             self._ingested_tests.labels(outcome).inc(count)
+
+    def uploader_report(self, outcome: Literal["uploaded", "failed", "unreadable"]) -> None:
+        self._uploader_reports.labels(outcome).inc()
 
     def watch_pool(self, read: Callable[[], PoolStats | None]) -> None:
         """Expose a connection pool's gauges, read at each scrape."""

@@ -37,7 +37,6 @@ from keepgreen.cli.api import (
     exchange_patiently,
     reported,
 )
-from keepgreen.cli.ci_env import CiInfo, detect_ci
 from keepgreen.cli.client import JsonOption, RepoOption, TokenOption, UrlOption
 from keepgreen.cli.reports import (
     COUNTS,
@@ -53,6 +52,7 @@ from keepgreen.cli.reports import (
     plan_batches,
     unmatched_message,
 )
+from keepgreen.core.ci_env import CiInfo, detect_ci
 from keepgreen.core.model import RepoRef
 
 if TYPE_CHECKING:

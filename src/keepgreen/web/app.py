@@ -17,7 +17,14 @@ from keepgreen.web.auth import authenticate
 from keepgreen.web.body_limit import BodyLimitMiddleware
 from keepgreen.web.errors import install_error_handlers
 from keepgreen.web.observability import ObservabilityMiddleware
-from keepgreen.web.routes import flaky_tests, github, merge_queue, metrics, service_metrics
+from keepgreen.web.routes import (
+    flaky_tests,
+    github,
+    merge_queue,
+    metrics,
+    service_metrics,
+    trunk_uploader,
+)
 from keepgreen.web.upload_gate import UploadGate
 
 API_PREFIX = "/v1"
@@ -55,6 +62,7 @@ def create_app(settings: Settings | None = None, *, container: Container | None 
     app.include_router(merge_queue.router, prefix=API_PREFIX)
     app.include_router(metrics.router, prefix=API_PREFIX)
     app.include_router(flaky_tests.router, prefix=API_PREFIX)
+    app.include_router(trunk_uploader.router, prefix=API_PREFIX)
     app.include_router(service_metrics.router)
     app.include_router(github.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=container.settings.max_body_bytes)

@@ -14,11 +14,13 @@ from starlette.exceptions import HTTPException
 from keepgreen.app.errors import (
     Busy,
     Conflict,
+    Forbidden,
     InvalidInput,
     KeepgreenError,
     NotFound,
     Unavailable,
 )
+from keepgreen.web.observability import route_template
 
 log = structlog.get_logger(__name__)
 
@@ -28,6 +30,7 @@ TOO_DEEP = "is nested too deeply (JSON arrays and objects more than several hund
 
 _STATUS_OF: dict[type[KeepgreenError], int] = {
     InvalidInput: 400,
+    Forbidden: 403,
     NotFound: 404,
     Conflict: 409,
     Unavailable: 503,
@@ -35,6 +38,7 @@ _STATUS_OF: dict[type[KeepgreenError], int] = {
 _CODE_OF_STATUS = {
     400: "invalid_request",
     401: "unauthorized",
+    403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
@@ -128,5 +132,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(_request: Request, error: Exception) -> JSONResponse:
-        log.exception("unexpected error", path=_request.url.path, exc_info=error)
+        # The route's template, not the path: a path can carry a secret (an upload URL's
+        # signature).
+        log.exception("unexpected error", route=route_template(_request.scope), exc_info=error)
         return error_response(500, "internal_error", "keepgreen failed to handle the request")

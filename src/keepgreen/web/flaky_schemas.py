@@ -196,6 +196,19 @@ class QuarantineConfigRequest(Request):
     )
 
 
+class CreateBundleUploadRequest(Request):
+    """Trunk's uploader asking where to PUT its bundle (camelCase, as it sends it)."""
+
+    repo: RepoIn
+    orgUrlSlug: Slug | None = None
+    clientVersion: Annotated[StrictStr, Field(max_length=1000)] | None = None
+    remoteUrls: Annotated[
+        list[Annotated[StrictStr, Field(max_length=2000)]], Field(max_length=100)
+    ] = Field(default_factory=list)
+    externalId: Annotated[StrictStr, Field(max_length=1000)] | None = None
+    testCollectionShortId: Annotated[StrictStr, Field(max_length=100)] | None = None
+
+
 # -- responses -------------------------------------------------------------------------------
 
 
@@ -319,3 +332,14 @@ class FlakySettingsOut(Response):
 class QuarantineConfigOut(Response):
     isDisabled: bool
     testIds: list[str]
+
+
+class CreateBundleUploadOut(Response):
+    """Where the bundle goes: `url` takes one PUT of it, for an hour, without the API token."""
+
+    id: str
+    idV2: str
+    url: str
+    key: str
+    testCollectionBundleMetaId: str | None = None
+    testCollectionBundleMetaCreatedAt: str | None = None

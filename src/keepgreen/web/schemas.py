@@ -540,6 +540,7 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     descriptions = {
         400: "Invalid input; the message names the field",
         401: "Missing or unknown x-api-token",
+        403: "The signed upload URL is not valid, or has expired",
         404: "Unknown repository, queue, pull request or test run",
         409: "The current state does not allow the operation",
         413: "Request body over 20 MiB",

@@ -12,6 +12,7 @@ import hashlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
 
 import structlog
@@ -86,10 +87,20 @@ class UploadMetadata:
     idempotency_key: str | None = None  # the client's: the same key is stored once
 
 
+class ReportFormat(StrEnum):
+    """What a report file holds, which decides the parser that reads it."""
+
+    JUNIT = "junit"  # JUnit XML, plain or gzip: every multipart upload, and a bundle's reports
+    # A protobuf TestReport, the `internal.bin` of Trunk's uploader: a bundle's results when it
+    # carries no JUnit report (RSpec's plugin writes only this).
+    TEST_REPORT = "test_report"
+
+
 @dataclass(frozen=True, slots=True)
 class ReportFile:
     filename: str
     data: bytes
+    format: ReportFormat = ReportFormat.JUNIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +163,7 @@ class IngestService:
         unit_of_work: UnitOfWorkFactory,
         *,
         parse: ReportParser,
+        parse_test_report: ReportParser | None = None,
         owners: OwnersSource,
         detector: Detector,
         clock: Clock,
@@ -160,7 +172,9 @@ class IngestService:
     ) -> None:
         self._telemetry = telemetry or Telemetry()
         self._unit_of_work = unit_of_work
-        self._parse = parse
+        self._parsers = {ReportFormat.JUNIT: parse}
+        if parse_test_report is not None:
+            self._parsers[ReportFormat.TEST_REPORT] = parse_test_report
         self._owners = owners
         self._detector = detector
         self._clock = clock
@@ -243,8 +257,13 @@ class IngestService:
             # The budget is the upload's: reading stops at its first result past the limit,
             # whichever report that is in, so an oversized upload costs no more than a full one.
             remaining = MAX_RESULTS_PER_UPLOAD - tally.results
+            parse = self._parsers.get(report.format)
+            if parse is None:
+                raise InvalidInput(
+                    "invalid_report", f"file {report.filename}: {report.format} is not read here"
+                )
             try:
-                results = self._parse(report.filename, report.data, max_results=remaining)
+                results = parse(report.filename, report.data, max_results=remaining)
             except ResultLimitReached:
                 raise InvalidInput(
                     "too_many_results",
@@ -383,6 +402,7 @@ __all__ = [
     "Owners",
     "OwnersSource",
     "ReportFile",
+    "ReportFormat",
     "ReportParser",
     "ResultLimitReached",
     "UploadMetadata",

@@ -432,6 +432,11 @@ async def upload(request: Request, org: Org, services: Services) -> dict[str, An
             del files
     finally:
         await form.close()
+    return upload_summary_out(summary)
+
+
+def upload_summary_out(summary: UploadSummary) -> dict[str, Any]:
+    """What an upload answers, multipart or bundle: what was stored, and its failures."""
     return {
         "upload_id": summary.upload_id,
         "files": summary.files,

@@ -1,11 +1,12 @@
 """What a CI job says about itself in its environment: commit, branch, PR, job URL and run id.
 
-`detect_ci` is pure: it reads only the mapping it is given. The first usable value wins, in this
-order: keepgreen's own overrides (KEEPGREEN_COMMIT_SHA, KEEPGREEN_BRANCH, KEEPGREEN_PR_NUMBER,
-KEEPGREEN_JOB_URL), then the CI provider's variables, then the names Trunk reads from a custom CI
-(COMMIT_BRANCH, PR_NUMBER, JOB_URL). Explicit command-line flags win over all of it; they are the
-caller's business. Empty strings and garbage (a PR number "false", a commit "HEAD") count as
-unset, so the next source in line gets its turn.
+`detect_ci` is pure: it reads only the mapping it is given (`keepgreen upload` gives it its own
+environment; a bundle from Trunk's uploader, the variables that uploader captured). The first
+usable value wins, in this order: keepgreen's own overrides (KEEPGREEN_COMMIT_SHA,
+KEEPGREEN_BRANCH, KEEPGREEN_PR_NUMBER, KEEPGREEN_JOB_URL), then the CI provider's variables, then
+the names Trunk reads from a custom CI (COMMIT_BRANCH, PR_NUMBER, JOB_URL). Explicit
+command-line flags win over all of it; they are the caller's business. Empty strings and garbage
+(a PR number "false", a commit "HEAD") count as unset, so the next source in line gets its turn.
 """
 
 from __future__ import annotations
@@ -234,7 +235,9 @@ def _sha(value: str | None) -> str | None:
 
 def _pr(value: str | None) -> int | None:
     """A positive PR number; None for "false", "", "abc", "0" and the like."""
-    if value is None or not value.isascii() or not value.isdigit():
+    # More than twenty digits is no PR number (and a long enough digit string is more than
+    # Python converts to an int).
+    if value is None or not value.isascii() or not value.isdigit() or len(value) > 20:
         return None
     number = int(value)
     return number if number > 0 else None
