@@ -106,3 +106,11 @@ def metadata() -> str:
     return json.dumps(
         {"repo": dict(REPO_JSON), "org_url_slug": "acme", "commit_sha": SHA_A, "branch": "main"}
     )
+
+
+def test_a_pr_number_past_two_to_the_31_is_stored(flaky: Flaky) -> None:
+    # The API takes PR numbers up to 2^32 - 1; PostgreSQL's integer stops at 2^31 - 1.
+    answer = flaky.ok_upload(REPORT, pr_number=4_294_967_295)
+    assert answer["already_stored"] is False
+    test = flaky.ok("get-test-details", test_id=flaky.test_id("test_bad"))["test"]
+    assert test["pull_requests_impacted_last_7d"] == 1

@@ -36,6 +36,8 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
+# PR numbers go to 2^32 - 1: 64 bits on PostgreSQL (SQLite's INTEGER is 64 bits already).
+PR_NUMBER = Integer().with_variant(BigInteger(), "postgresql")
 ID = String(36)  # UUIDs are made in Python and stored as text on every backend
 NAME = String(255)
 SHA = String(64)
@@ -445,7 +447,7 @@ class TestUploadRow(Base):
     )
     commit_sha: Mapped[str] = mapped_column(SHA)
     branch: Mapped[str] = mapped_column(BRANCH)
-    pr_number: Mapped[int | None] = mapped_column(Integer)
+    pr_number: Mapped[int | None] = mapped_column(PR_NUMBER)
     job_url: Mapped[str | None] = mapped_column(Text)
     run_id: Mapped[str | None] = mapped_column(NAME)
     variant: Mapped[str] = mapped_column(String(64))
@@ -527,7 +529,7 @@ class TestCommitRow(Base):
     test_case_id: Mapped[str] = mapped_column(ID, primary_key=True)
     commit_sha: Mapped[str] = mapped_column(SHA, primary_key=True)
     branch: Mapped[str] = mapped_column(BRANCH)
-    pr_number: Mapped[int | None] = mapped_column(Integer)
+    pr_number: Mapped[int | None] = mapped_column(PR_NUMBER)
     passes: Mapped[int] = mapped_column(Integer)
     failures: Mapped[int] = mapped_column(Integer)
     first_pass_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

@@ -55,11 +55,18 @@ def upgrade() -> None:
         postgresql_where=candidate,
         sqlite_where=candidate,
     )
+    # PR numbers go to 2^32 - 1 (SQLite's INTEGER holds them already).
+    if op.get_bind().dialect.name == "postgresql":
+        for table in ("test_uploads", "test_commit_rollups"):
+            op.alter_column(table, "pr_number", type_=sa.BigInteger(), existing_nullable=True)
     # Passes and skips were kept one by one but never read back: the roll-ups count them.
     op.execute("DELETE FROM test_results WHERE outcome <> 'failed'")
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        for table in ("test_uploads", "test_commit_rollups"):
+            op.alter_column(table, "pr_number", type_=sa.Integer(), existing_nullable=True)
     op.drop_index("ix_test_cases_quarantine_candidates", table_name="test_cases")
     op.drop_index("ix_test_results_failed_at", table_name="test_results")
     op.create_index(
