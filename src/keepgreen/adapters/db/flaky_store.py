@@ -7,6 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 
 from sqlalchemy import (
+    ColumnElement,
     and_,
     bindparam,
     delete,
@@ -152,13 +153,21 @@ class SqlFlakyStore:
         return held
 
     def failing_on_commit(self, repository_id: RepositoryId, commit_sha: str) -> set[str]:
-        # Through ix_test_commit_rollups_failed, as mixed_on_commit.
+        return self._failed_on(repository_id, commit_sha)
+
+    def _failed_on(
+        self, repository_id: RepositoryId, commit_sha: str, *also: ColumnElement[bool]
+    ) -> set[str]:
+        """The tests with a failure on the commit (and `also`), through the partial index
+        ix_test_commit_rollups_failed: the commit's passing rows are never read.
+        """
         return set(
             self._session.scalars(
                 select(TestCommitRow.test_case_id).where(
                     TestCommitRow.repository_id == repository_id,
                     TestCommitRow.commit_sha == commit_sha,
                     TestCommitRow.failures > 0,
+                    *also,
                 )
             )
         )
@@ -173,17 +182,7 @@ class SqlFlakyStore:
         return None if row is None else test_case_of(row)
 
     def mixed_on_commit(self, repository_id: RepositoryId, commit_sha: str) -> set[str]:
-        # Through ix_test_commit_rollups_failed: only the commit's rows with a failure.
-        return set(
-            self._session.scalars(
-                select(TestCommitRow.test_case_id).where(
-                    TestCommitRow.repository_id == repository_id,
-                    TestCommitRow.commit_sha == commit_sha,
-                    TestCommitRow.failures > 0,
-                    TestCommitRow.passes > 0,
-                )
-            )
-        )
+        return self._failed_on(repository_id, commit_sha, TestCommitRow.passes > 0)
 
     def buckets(
         self, repository_id: RepositoryId, ids: Collection[str], since: datetime
