@@ -144,6 +144,11 @@ class UploadWriter:
             execute(self._hours(), values)
             execute(self._commits(), values)
             self._failure_summaries(upload, ordered)
+        if not self._postgresql:
+            # PostgreSQL empties them at commit; SQLite's would keep this upload's names in
+            # the pooled connection (200,000 rows for a big one) until the next upload.
+            for table in _STAGING:
+                execute(text(f"DELETE FROM temp.{table}"))
 
     # --- staging --------------------------------------------------------------------------
 
