@@ -30,6 +30,7 @@ from keepgreen.core.flaky.monitors import (
     Verdict,
     branch_matches,
     evaluate,
+    pass_may_change,
 )
 
 NOW = datetime(2026, 11, 2, 9, 30, tzinfo=UTC)
@@ -365,6 +366,45 @@ def test_a_streak_resolved_by_a_pass_says_so() -> None:
         commits=[*failing(3), passing("fix")], monitors=STREAK_ONLY, previous=active.monitors
     )
     assert result.reason == "Resolved: passed on main, master"
+
+
+@pytest.mark.parametrize(
+    "commits",
+    [
+        pytest.param([passing("c1"), passing("c2")], id="never-failed"),
+        pytest.param([*failing(1), passing("fix")], id="failed-once-then-passed"),
+        pytest.param([passing("c0", at=NOW - 20 * HOUR), *failing(2)], id="two-failures"),
+    ],
+)
+def test_passed_is_said_only_of_the_pass_that_ended_an_active_streak(
+    commits: list[CommitRuns],
+) -> None:
+    # Detection reads a test's passing commits only while a streak may be open, so the words
+    # of an inactive streak must not depend on the passes of any other test.
+    result = verdict(commits=commits, monitors=STREAK_ONLY)
+    assert result.monitors[STREAK].reason == "no failing streak on main, master"
+
+
+@pytest.mark.parametrize(
+    ("monitors", "active", "branch", "may_change"),
+    [
+        pytest.param(STREAK_ONLY, STREAK, "main", True, id="streak-on-its-branch"),
+        pytest.param(STREAK_ONLY, STREAK, "feature/x", False, id="streak-elsewhere"),
+        pytest.param(RETRY_ONLY, RETRY, "main", False, id="pass-on-retry-ends-with-time"),
+        pytest.param(rate_monitor(), RATE, "main", True, id="rate-on-its-branch"),
+        pytest.param(rate_monitor(), RATE, "feature/x", False, id="rate-elsewhere"),
+        pytest.param(count_monitor(), COUNT, "main", False, id="count-ends-with-time"),
+        pytest.param(STREAK_ONLY, None, "main", False, id="nothing-active"),
+    ],
+)
+def test_only_an_active_streak_or_rate_on_the_branch_may_end_on_a_pass(
+    monitors: MonitorSettings, active: str | None, branch: str, may_change: bool
+) -> None:
+    states = {
+        key: MonitorState(active=key == active, since=NOW, reason="r", classification=BROKEN)
+        for key in (RETRY, STREAK, RATE, COUNT)
+    }
+    assert pass_may_change(monitors, states, branch) is may_change
 
 
 def test_failing_commits_on_other_branches_do_not_make_a_streak() -> None:

@@ -183,8 +183,9 @@ class SqlFlakyListings:
                     TestCommitRow.repository_id == repository_id,
                     TestCommitRow.test_case_id.in_(chunk),
                     TestCommitRow.pr_number.is_not(None),
-                    # Set by a failure only, so `failures > 0` goes without saying; said, it
-                    # would lead PostgreSQL to the index of every failing commit row.
+                    # Said, though last_failure_at implies it: the test's failing rows are then
+                    # read through ix_test_commit_rollups_failing_test, a partial index.
+                    TestCommitRow.failures > 0,
                     TestCommitRow.last_failure_at >= since,
                 )
                 .group_by(TestCommitRow.test_case_id)

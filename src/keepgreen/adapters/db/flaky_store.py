@@ -11,6 +11,8 @@ from sqlalchemy import (
     and_,
     bindparam,
     delete,
+    false,
+    func,
     select,
     update,
 )
@@ -40,7 +42,7 @@ from keepgreen.adapters.db.tables import (
     TestUploadRow,
 )
 from keepgreen.app.flaky.settings import FlakySettings, monitors_from_dict, monitors_to_dict
-from keepgreen.app.flaky.store import FailedOnCommit, SavedStatus, UploadRecord
+from keepgreen.app.flaky.store import CommitSeen, FailedOnCommit, SavedStatus, UploadRecord
 from keepgreen.app.flaky.tally import TestTally
 from keepgreen.core.flaky.model import StatusChange, TestCase
 from keepgreen.core.flaky.monitors import (
@@ -209,33 +211,66 @@ class SqlFlakyStore:
                 found[test_id].append(HourBucket(*values))
         return found
 
-    def commits(
+    def failing_commits(
         self, repository_id: RepositoryId, ids: Collection[str], since: datetime
     ) -> Mapping[str, list[CommitRuns]]:
+        # Through ix_test_commit_rollups_failing_test: a test's passing rows are never read.
         found: dict[str, list[CommitRuns]] = defaultdict(list)
-        commits = TestCommitRow.__table__.c
         for chunk in chunks(ids):
-            rows = self._session.execute(
-                select(
-                    commits.test_case_id,
-                    commits.commit_sha,
-                    commits.branch,
-                    commits.pr_number,
-                    commits.passes,
-                    commits.failures,
-                    commits.first_pass_at,
-                    commits.first_failure_at,
-                    commits.last_run_at,
-                    commits.runs,
-                ).where(
-                    commits.repository_id == repository_id,
-                    commits.test_case_id.in_(chunk),
-                    commits.last_run_at >= since,
-                )
-            )
-            for test_id, *values in rows:
-                found[test_id].append(CommitRuns(*values))
+            for test_id, runs in self._commit_runs(
+                TestCommitRow.test_case_id.in_(chunk),
+                TestCommitRow.failures > 0,
+                TestCommitRow.last_run_at >= since,
+                repository_id=repository_id,
+            ):
+                found[test_id].append(runs)
         return found
+
+    def commits_since(self, repository_id: RepositoryId, since: datetime) -> Sequence[CommitSeen]:
+        first_at = func.min(TestUploadRow.received_at)
+        rows = self._session.execute(
+            select(TestUploadRow.commit_sha, TestUploadRow.branch, first_at)
+            .where(
+                TestUploadRow.repository_id == repository_id,
+                TestUploadRow.received_at >= since,
+                TestUploadRow.excluded == false(),
+            )
+            .group_by(TestUploadRow.commit_sha, TestUploadRow.branch)
+            .order_by(first_at.desc(), TestUploadRow.commit_sha)
+        )
+        return [CommitSeen(sha, branch, at) for sha, branch, at in rows]
+
+    def commit_runs(
+        self, repository_id: RepositoryId, commit_shas: Collection[str], ids: Collection[str]
+    ) -> Sequence[tuple[str, CommitRuns]]:
+        found: list[tuple[str, CommitRuns]] = []
+        for chunk in chunks(ids):
+            found += self._commit_runs(
+                TestCommitRow.commit_sha.in_(list(commit_shas)),
+                TestCommitRow.test_case_id.in_(chunk),
+                repository_id=repository_id,
+            )
+        return found
+
+    def _commit_runs(
+        self, *conditions: ColumnElement[bool], repository_id: RepositoryId
+    ) -> list[tuple[str, CommitRuns]]:
+        commits = TestCommitRow.__table__.c
+        rows = self._session.execute(
+            select(
+                commits.test_case_id,
+                commits.commit_sha,
+                commits.branch,
+                commits.pr_number,
+                commits.passes,
+                commits.failures,
+                commits.first_pass_at,
+                commits.first_failure_at,
+                commits.last_run_at,
+                commits.runs,
+            ).where(commits.repository_id == repository_id, *conditions)
+        )
+        return [(test_id, CommitRuns(*values)) for test_id, *values in rows]
 
     # --- status and per-test settings -----------------------------------------------------
 

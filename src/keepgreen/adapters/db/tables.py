@@ -19,6 +19,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Text,
     UniqueConstraint,
@@ -511,15 +512,32 @@ class TestHourRow(Base):
 
 
 class TestCommitRow(Base):
-    """Rollup: one test's passes and failures on one commit (pass-on-retry, PRs impacted)."""
+    """Rollup: one test's passes and failures on one commit (pass-on-retry, failing streaks,
+    PRs impacted).
+
+    Keyed by commit first: an upload writes one row per test of its commit, and those rows
+    then sit side by side in the key's index instead of one in each test's range, so the pages
+    an upload dirties do not grow with the history stored. A test's history is read through
+    its failing rows (ix_test_commit_rollups_failing_test) and, for a failing streak, its rows
+    on the commits before, found by commit.
+    """
 
     __tablename__ = "test_commit_rollups"
     __table_args__ = (
+        PrimaryKeyConstraint("repository_id", "commit_sha", "test_case_id"),
         # A commit's failing tests (mixed on a commit), without the commit's passing ones.
         Index(
             "ix_test_commit_rollups_failed",
             "repository_id",
             "commit_sha",
+            postgresql_where=text("failures > 0"),
+            sqlite_where=text("failures > 0"),
+        ),
+        # A test's failing commits: about one row in thirty, so a small index.
+        Index(
+            "ix_test_commit_rollups_failing_test",
+            "repository_id",
+            "test_case_id",
             postgresql_where=text("failures > 0"),
             sqlite_where=text("failures > 0"),
         ),

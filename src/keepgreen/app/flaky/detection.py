@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from datetime import datetime, timedelta
 
 from keepgreen.app.flaky.store import FlakyStore, SavedStatus
 from keepgreen.app.ports import Clock, UnitOfWorkFactory
-from keepgreen.core.flaky.model import StatusChange
-from keepgreen.core.flaky.monitors import Evidence, MonitorSettings, evaluate
+from keepgreen.core.flaky.model import StatusChange, TestCase
+from keepgreen.core.flaky.monitors import (
+    CommitRuns,
+    Evidence,
+    FailingStreak,
+    MonitorSettings,
+    MonitorState,
+    branch_matches,
+    evaluate,
+)
 from keepgreen.core.ids import RepositoryId
+
+# Commits of a failing streak's branches read at once, newest first, while streaks are open.
+STREAK_COMMITS_PER_READ = 8
 
 
 class Detector:
@@ -38,7 +49,9 @@ class Detector:
             else {}
         )
         commits = (
-            store.commits(repository_id, test_ids, now - timedelta(hours=commit_hours + 1))
+            commit_evidence(
+                store, repository_id, settings, tests, now - timedelta(hours=commit_hours + 1)
+            )
             if commit_hours
             else {}
         )
@@ -74,6 +87,60 @@ class Detector:
                 )
         store.save_statuses(repository_id, saved)
         return changed
+
+
+def commit_evidence(
+    store: FlakyStore,
+    repository_id: RepositoryId,
+    settings: MonitorSettings,
+    tests: Mapping[str, TestCase],
+    since: datetime,
+) -> dict[str, list[CommitRuns]]:
+    """Per test, the commit rollups its monitors can tell apart from the rest: every commit
+    it failed on (all that pass-on-retry reads), and for a failing streak the commits of the
+    streak's branches after its last pass, down to that pass.
+
+    A passing commit older than a test's newest pass on those branches changes no verdict, and
+    most of a test's history is such passes: reading only these keeps the cost of an
+    evaluation with the test's failures, not with every commit it ever ran on.
+    """
+    found = {
+        test_id: list(runs)
+        for test_id, runs in store.failing_commits(repository_id, tests.keys(), since).items()
+    }
+    streak = settings.failing_streak
+    if streak is None or not streak.enabled:
+        return found
+    # Only a test that failed on the streak's branches, or whose streak was active, can have
+    # a streak for a pass to end.
+    open_streaks = {
+        test_id
+        for test_id, runs in found.items()
+        if any(branch_matches(run.branch, streak.branches) for run in runs)
+    } | {test_id for test_id, test in tests.items() if _streak_active(test.monitors)}
+    streak_commits = [
+        seen.commit_sha
+        for seen in store.commits_since(repository_id, since)
+        if branch_matches(seen.branch, streak.branches)
+    ]
+    # Newest first, a few commits at a time: most streaks end at the newest commit.
+    for start in range(0, len(streak_commits), STREAK_COMMITS_PER_READ):
+        if not open_streaks:
+            break
+        batch = streak_commits[start : start + STREAK_COMMITS_PER_READ]
+        ended = set()
+        for test_id, runs in store.commit_runs(repository_id, batch, open_streaks):
+            if runs.failures == 0:  # a failing row is there already
+                found.setdefault(test_id, []).append(runs)
+            if runs.passes:
+                ended.add(test_id)
+        open_streaks -= ended
+    return found
+
+
+def _streak_active(monitors: Mapping[str, MonitorState]) -> bool:
+    state = monitors.get(FailingStreak.key)
+    return state is not None and state.active
 
 
 class Housekeeping:

@@ -27,6 +27,7 @@ from keepgreen.app.ports import Clock, IdFactory, UnitOfWork, UnitOfWorkFactory
 from keepgreen.app.telemetry import Telemetry
 from keepgreen.core.flaky.ids import repo_full_name
 from keepgreen.core.flaky.model import TestCase
+from keepgreen.core.flaky.monitors import pass_may_change
 from keepgreen.core.flaky.results import CaseResult, Outcome
 from keepgreen.core.ids import OrgId
 from keepgreen.core.model import RepoRef, Repository
@@ -332,12 +333,18 @@ class IngestService:
         if excluded:
             store.add_tests(upload, list(tests.values()), codeowners, roll_up=False)
             return self._summary(store, upload, settings, tests, repeated=False)
-        # Only these can change status: a new failure, a commit now mixed, or a test already
-        # unhealthy (a pass may resolve it). A healthy test that passed cannot. They are known
-        # before anything is written, so their rows are taken first, in order (see add_tests).
+        # Only these can change status: a new failure, a commit now mixed, or an unhealthy
+        # test whose active monitor a pass on this branch ends. A healthy test that passed
+        # cannot. They are known before anything is written, so their rows are taken first,
+        # in order (see add_tests).
         touched = {test.test_id for test in tests.values() if test.failures}
         touched |= store.failing_on_commit(repository.id, metadata.commit_sha) & tests.keys()
-        touched |= set(store.unhealthy_ids(repository.id)) & tests.keys()
+        unhealthy = (set(store.unhealthy_ids(repository.id)) & tests.keys()) - touched
+        touched |= {
+            test.id
+            for test in store.tests(repository.id, unhealthy).values()
+            if pass_may_change(settings.monitors, test.monitors, metadata.branch)
+        }
         store.add_tests(upload, list(tests.values()), codeowners, roll_up=True, hold=touched)
         # A concurrent upload may have failed one of these tests on this commit meanwhile.
         late = (store.mixed_on_commit(repository.id, metadata.commit_sha) & tests.keys()) - touched

@@ -58,6 +58,15 @@ class FailureRates:
 
 
 @dataclass(frozen=True, slots=True)
+class CommitSeen:
+    """A commit detection has results of: on which branch, and when it was first uploaded."""
+
+    commit_sha: str
+    branch: str
+    first_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class FailedOnCommit:
     """A test with a failed attempt in an upload of one commit, as keepgreen knows it now."""
 
@@ -149,10 +158,22 @@ class FlakyStore(Protocol):
         self, repository_id: RepositoryId, ids: Collection[str], since: datetime
     ) -> Mapping[str, list[HourBucket]]: ...
 
-    def commits(
+    def failing_commits(
         self, repository_id: RepositoryId, ids: Collection[str], since: datetime
     ) -> Mapping[str, list[CommitRuns]]:
-        """Per test, its commit rollups with a run at or after `since`."""
+        """Per test, its commit rollups with a failure and a run at or after `since`."""
+        ...
+
+    def commits_since(self, repository_id: RepositoryId, since: datetime) -> Sequence[CommitSeen]:
+        """The commits uploads brought into detection at or after `since`, the newest first
+        (by their first such upload).
+        """
+        ...
+
+    def commit_runs(
+        self, repository_id: RepositoryId, commit_shas: Collection[str], ids: Collection[str]
+    ) -> Sequence[tuple[str, CommitRuns]]:
+        """The rollups of tests `ids` on commits `commit_shas`, each with its test's id."""
         ...
 
     def save_statuses(

@@ -241,6 +241,33 @@ class Verdict:
 NO_MONITOR_ACTIVE = "No monitor has flagged this test"
 
 
+def pass_may_change(
+    settings: MonitorSettings, states: Mapping[str, MonitorState], branch: str
+) -> bool:
+    """Whether a run on `branch` that passed can change the verdict of a test whose monitors
+    are in `states`: only an active failing streak or failure rate ends on a pass (on its
+    branches). Pass-on-retry and failure counts end with time alone, which the periodic
+    re-evaluation serves; and a pass activates no monitor that was not active.
+    """
+
+    def active(key: str) -> bool:
+        state = states.get(key)
+        return state is not None and state.active
+
+    streak = settings.failing_streak
+    if (
+        streak is not None
+        and streak.enabled
+        and active(FailingStreak.key)
+        and branch_matches(branch, streak.branches)
+    ):
+        return True
+    return any(
+        rate.enabled and active(rate.key) and branch_matches(branch, rate.branches)
+        for rate in settings.failure_rates
+    )
+
+
 def _on(since: datetime | None, reason: str, classification: TestStatus) -> MonitorState:
     return MonitorState(active=True, since=since, reason=reason, classification=classification)
 
@@ -379,7 +406,9 @@ def _failing_streak(
         since = before.since if before is not None and was_active else now
         reason = f"Failed in each of its last {monitor.runs} runs on {scope}"
         return _on(since, before.reason if was_active and before else reason, TestStatus.BROKEN)
-    reason = f"passed on {scope}" if passed else f"no failing streak on {scope}"
+    # "Passed" is said of the pass that ended an active streak; any other test simply has
+    # no streak (and detection need not read its passes to say so).
+    reason = f"passed on {scope}" if passed and was_active else f"no failing streak on {scope}"
     return _off(reason, TestStatus.BROKEN)
 
 
