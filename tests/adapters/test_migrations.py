@@ -263,3 +263,75 @@ def test_0004_keys_tests_by_repository_and_keeps_each_repositorys_rows(
     finally:
         container.close()
         engine.dispose()
+
+
+# -- 0015: roll-ups keyed by time, with hour and day totals ----------------------------------------
+
+
+def test_0015_totals_the_hourly_history_it_finds(empty_database_url: str, tmp_path: Path) -> None:
+    engine = make_engine(empty_database_url)
+    command.upgrade(alembic_config(engine), "0014")
+    tables = MetaData()
+    tables.reflect(engine)
+    now = T0 + timedelta(days=3, hours=5)
+    # SHARED ran on two branches in the same hour, and on days before; GLOBEX_ONLY once, long
+    # ago (outside both windows).
+    hourly = [
+        (SHARED, now - timedelta(hours=1), "main", 4, 1),
+        (SHARED, now - timedelta(hours=1), "feature/x", 2, 2),
+        (SHARED, now - timedelta(hours=30), "main", 10, 0),
+        (SHARED, now - timedelta(days=6), "main", 5, 5),
+        (GLOBEX_ONLY, now - timedelta(days=20), "main", 3, 3),
+    ]
+    with engine.begin() as connection:
+        connection.execute(
+            tables.tables["test_hourly_rollups"].insert(),
+            [
+                {
+                    "repository_id": ACME_REPO,
+                    "test_case_id": test_id,
+                    "hour": hour.replace(minute=0, tzinfo=None),
+                    "branch": branch,
+                    "runs": runs,
+                    "failures": failures,
+                    "last_run_at": hour.replace(tzinfo=None),
+                    "last_failure_at": None,
+                }
+                for test_id, hour, branch, runs, failures in hourly
+            ],
+        )
+
+    migrate(engine)
+
+    container = bootstrap(
+        Settings(database_url=empty_database_url, data_dir=tmp_path / "data"),
+        run_migrations=False,
+    )
+    try:
+        with container.unit_of_work(read_only=True) as uow:
+            rates = uow.flaky_listings.failure_rates(
+                RepositoryId(ACME_REPO), [SHARED, GLOBEX_ONLY], now=now
+            )
+        # The week: every SHARED row; the last 24 hours: both branches of the last hour.
+        assert (rates[SHARED].runs_7d, rates[SHARED].failures_7d) == (21, 8)
+        assert (rates[SHARED].runs_24h, rates[SHARED].failures_24h) == (6, 3)
+        assert GLOBEX_ONLY not in rates
+        with engine.connect() as connection:
+            days = connection.execute(
+                text("SELECT test_case_id, runs FROM test_day_totals ORDER BY day, runs")
+            ).all()
+        assert [tuple(row) for row in days] == [
+            (GLOBEX_ONLY, 3),
+            (SHARED, 5),
+            (SHARED, 10),
+            (SHARED, 6),
+        ]
+        # Down and up again keeps the hourly rows.
+        command.downgrade(alembic_config(engine), "0013")
+        migrate(engine)
+        with engine.connect() as connection:
+            kept = connection.execute(text("SELECT COUNT(*) FROM test_hourly_rollups")).scalar()
+        assert kept == len(hourly)
+    finally:
+        container.close()
+        engine.dispose()

@@ -44,6 +44,8 @@ EXPECTED_TABLES = {
     "test_uploads",
     "test_results",
     "test_hourly_rollups",
+    "test_hour_totals",
+    "test_day_totals",
     "test_commit_rollups",
     "test_failure_summaries",
     "test_status_changes",
@@ -89,6 +91,15 @@ def live_repository(
         uow.workers.record_ci(TestRunId(run.id), "a-worker", now=clock())
         uow.commit()
     flaky_body = {"repo": repo_json(ref), "org_url_slug": "acme"}
+    # A failure-rate monitor, so that the upload writes the hourly buckets per branch too.
+    rate = {"name": "r", "classification": "FLAKY", "activation": 0.5}
+    rate |= {"window_hours": 24, "min_sample": 10}
+    monitored = client.post(
+        "/v1/flaky-tests/update-settings",
+        json={**flaky_body, "settings": {"monitors": {"failure_rate": [rate]}}},
+        headers={"x-api-token": token},
+    )
+    assert monitored.status_code == 200, monitored.text
     metadata = {**flaky_body, "commit_sha": repo.tip(), "branch": "main", "run_id": "7-1"}
     uploaded = client.post(
         "/v1/flaky-tests/upload",

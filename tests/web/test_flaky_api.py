@@ -15,8 +15,9 @@ from xml.sax.saxutils import quoteattr
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 
-from keepgreen.bootstrap import bootstrap
+from keepgreen.bootstrap import Container, bootstrap
 from keepgreen.settings import Settings
 from keepgreen.web.app import create_app
 from tests.conftest import FakeClock
@@ -279,6 +280,40 @@ def test_a_failure_rate_monitor_from_settings(flaky: Flaky, clock: FakeClock) ->
     for run in range(4, 21):  # passes bring the rate under the 10% resolution: 2 of 21
         flaky.ok_upload(report(case("test_y"), case("ok")), sha=f"{run:040x}")
     assert flaky.unhealthy("FLAKY") == []
+
+
+def test_buckets_per_branch_are_kept_only_while_a_monitor_reads_them(
+    flaky: Flaky, clock: FakeClock, container: Container
+) -> None:
+    def buckets() -> int:
+        with container.engine.connect() as connection:
+            return int(connection.scalar(text("SELECT COUNT(*) FROM test_hourly_rollups")) or 0)
+
+    flaky.ok_upload(
+        report(case("test_y", failed="bad"), case("ok")), sha=f"{1:040x}", branch="feature/y"
+    )
+    assert buckets() == 0  # the default monitors read commits, not hours
+    monitor = {
+        "name": "any",
+        "classification": "FLAKY",
+        "activation": 0.5,
+        "window_hours": 24,
+        "min_sample": 3,
+    }
+    flaky.ok("update-settings", settings={"monitors": {"failure_rate": [monitor]}})
+    for run, branch in enumerate(("main", "main", "feature/x"), start=2):
+        flaky.ok_upload(
+            report(case("test_y", failed="bad"), case("ok")), sha=f"{run:040x}", branch=branch
+        )
+    assert buckets() == 4  # two tests, an hour, two branches
+    # The rate counts the runs since the monitor was set: 3 of 3 failed (the earlier upload
+    # is in the figures, not in the buckets).
+    (test,) = flaky.unhealthy("FLAKY")
+    assert (
+        test["status"]["reason"] == "Failure rate 100% ≥ 50% over 24h on all branches (3 of 3 runs)"
+    )
+    details = flaky.ok("get-test-details", test_id=test["id"])["test"]
+    assert details["failure_rate_last_24h"] == 1.0
 
 
 def test_failures_on_a_feature_branch_do_not_make_a_test_broken(

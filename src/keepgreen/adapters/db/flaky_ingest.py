@@ -83,6 +83,7 @@ class UploadWriter:
         codeowners: Mapping[str | None, tuple[str, ...]],
         *,
         roll_up: bool,
+        by_branch: bool,
         hold: Collection[str],
     ) -> None:
         ordered = sorted(tests, key=lambda test: test.test_id)
@@ -141,7 +142,10 @@ class UploadWriter:
             execute(self._owners_changed(), values)
         execute(_FAILED_RESULTS, values)
         if roll_up:
-            execute(self._hours(), values)
+            execute(self._totals("test_hour_totals", "hour"), values)
+            execute(self._totals("test_day_totals", "day"), values)
+            if by_branch:
+                execute(self._hours(), values)
             execute(self._commits(), values)
             self._failure_summaries(upload, ordered)
         if not self._postgresql:
@@ -230,6 +234,16 @@ class UploadWriter:
         # Both are NULL when an argument is; coalesce falls back to whichever is set.
         pick = "GREATEST" if self._postgresql else "MAX"
         return f"COALESCE({pick}({left}, {right}), {left}, {right})"
+
+    def _totals(self, table: str, bucket: str) -> TextClause:
+        return text(
+            f"INSERT INTO {table} (repository_id, {bucket}, test_case_id, runs, failures)"
+            f" SELECT :repository_id, :{bucket}, test_case_id, runs, failures"
+            f" FROM {_TESTS} WHERE runs > 0 ORDER BY test_case_id"
+            f" ON CONFLICT (repository_id, {bucket}, test_case_id) DO UPDATE SET"
+            f" runs = {table}.runs + excluded.runs,"
+            f" failures = {table}.failures + excluded.failures"
+        ).bindparams(*_at(bucket))
 
     def _hours(self) -> TextClause:
         table = "test_hourly_rollups"

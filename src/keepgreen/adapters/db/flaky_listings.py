@@ -15,15 +15,16 @@ from keepgreen.adapters.db.flaky_rows import (
     day_of,
     hour_of,
     load_tests,
+    of_tests,
     quarantined,
     test_case_of,
-    when,
 )
 from keepgreen.adapters.db.tables import (
     TestCaseRow,
     TestCommitRow,
+    TestDayTotalRow,
     TestFailureRow,
-    TestHourRow,
+    TestHourTotalRow,
     TestResultRow,
     TestStatusChangeRow,
 )
@@ -141,33 +142,37 @@ class SqlFlakyListings:
     def failure_rates(
         self, repository_id: RepositoryId, ids: Collection[str], *, now: datetime
     ) -> Mapping[str, FailureRates]:
-        week = hour_of(now - timedelta(days=7))
-        day = hour_of(now - timedelta(hours=24))
-        found: dict[str, FailureRates] = {}
+        # Probed, not scanned: the totals are keyed by time first (cheap to write), so each
+        # test's 8 days and 25 hours are looked up one by one.
+        first_day = day_of(now - timedelta(days=7))
+        days = [first_day + timedelta(days=n) for n in range((day_of(now) - first_day).days + 1)]
+        first_hour = hour_of(now - timedelta(hours=24))
+        hours = [first_hour + timedelta(hours=n) for n in range(25)]
+        week = self._totals(TestDayTotalRow, TestDayTotalRow.day, days, repository_id, ids)
+        today = self._totals(TestHourTotalRow, TestHourTotalRow.hour, hours, repository_id, ids)
+        return {
+            test_id: FailureRates(*week.get(test_id, (0, 0)), *today.get(test_id, (0, 0)))
+            for test_id in week.keys() | today.keys()
+        }
+
+    def _totals(
+        self,
+        table: type[TestDayTotalRow | TestHourTotalRow],
+        bucket: Any,
+        buckets: Sequence[datetime],
+        repository_id: RepositoryId,
+        ids: Collection[str],
+    ) -> dict[str, tuple[int, int]]:
+        found: dict[str, tuple[int, int]] = {}
         for chunk in chunks(ids):
-            recent = TestHourRow.hour >= day
-            rows = self._session.execute(
-                select(
-                    TestHourRow.test_case_id,
-                    func.sum(TestHourRow.runs),
-                    func.sum(TestHourRow.failures),
-                    func.sum(when(recent, TestHourRow.runs)),
-                    func.sum(when(recent, TestHourRow.failures)),
-                )
-                .where(
-                    TestHourRow.repository_id == repository_id,
-                    TestHourRow.test_case_id.in_(chunk),
-                    TestHourRow.hour >= week,
-                )
-                .group_by(TestHourRow.test_case_id)
+            query = (
+                select(table.test_case_id, func.sum(table.runs), func.sum(table.failures))
+                .where(table.repository_id == repository_id, bucket.in_(buckets))
+                .group_by(table.test_case_id)
             )
-            for test_id, runs_7d, failures_7d, runs_24h, failures_24h in rows:
-                found[test_id] = FailureRates(
-                    int(runs_7d or 0),
-                    int(failures_7d or 0),
-                    int(runs_24h or 0),
-                    int(failures_24h or 0),
-                )
+            rows = self._session.execute(of_tests(self._session, query, table.test_case_id, chunk))
+            for test_id, runs, failures in rows:
+                found[test_id] = (int(runs or 0), int(failures or 0))
         return found
 
     def pull_requests_impacted(
@@ -175,13 +180,12 @@ class SqlFlakyListings:
     ) -> Mapping[str, int]:
         found: dict[str, int] = {}
         for chunk in chunks(ids):
-            rows = self._session.execute(
+            query = (
                 select(
                     TestCommitRow.test_case_id, func.count(func.distinct(TestCommitRow.pr_number))
                 )
                 .where(
                     TestCommitRow.repository_id == repository_id,
-                    TestCommitRow.test_case_id.in_(chunk),
                     TestCommitRow.pr_number.is_not(None),
                     # Said, though last_failure_at implies it: the test's failing rows are then
                     # read through ix_test_commit_rollups_failing_test, a partial index.
@@ -189,6 +193,9 @@ class SqlFlakyListings:
                     TestCommitRow.last_failure_at >= since,
                 )
                 .group_by(TestCommitRow.test_case_id)
+            )
+            rows = self._session.execute(
+                of_tests(self._session, query, TestCommitRow.test_case_id, chunk)
             )
             for test_id, count in rows:
                 found[test_id] = int(count)
@@ -199,7 +206,7 @@ class SqlFlakyListings:
     ) -> Mapping[str, list[FailureCount]]:
         found: dict[str, list[FailureCount]] = defaultdict(list)
         for chunk in chunks(ids):
-            rows = self._session.execute(
+            query = (
                 select(
                     TestFailureRow.test_case_id,
                     TestFailureRow.summary_key,
@@ -209,10 +216,12 @@ class SqlFlakyListings:
                 )
                 .where(
                     TestFailureRow.repository_id == repository_id,
-                    TestFailureRow.test_case_id.in_(chunk),
                     TestFailureRow.day >= day_of(since),
                 )
                 .group_by(TestFailureRow.test_case_id, TestFailureRow.summary_key)
+            )
+            rows = self._session.execute(
+                of_tests(self._session, query, TestFailureRow.test_case_id, chunk)
             )
             for test_id, _key, summary, occurrences, last_at in rows:
                 found[test_id].append(FailureCount(str(summary), int(occurrences), last_at))

@@ -13,7 +13,9 @@ from sqlalchemy import (
     delete,
     false,
     func,
+    or_,
     select,
+    tuple_,
     update,
 )
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -23,7 +25,9 @@ from sqlalchemy.orm import Session
 from keepgreen.adapters.db.flaky_ingest import UploadWriter
 from keepgreen.adapters.db.flaky_rows import (
     chunks,
+    hour_of,
     load_tests,
+    of_tests,
     quarantined,
     state_to_json,
     table_of,
@@ -35,8 +39,10 @@ from keepgreen.adapters.db.tables import (
     InstanceSecretRow,
     TestCaseRow,
     TestCommitRow,
+    TestDayTotalRow,
     TestFailureRow,
     TestHourRow,
+    TestHourTotalRow,
     TestResultRow,
     TestStatusChangeRow,
     TestUploadRow,
@@ -135,9 +141,12 @@ class SqlFlakyStore:
         codeowners: Mapping[str | None, tuple[str, ...]],
         *,
         roll_up: bool,
+        by_branch: bool = False,
         hold: Collection[str] = (),
     ) -> None:
-        UploadWriter(self._session).write(upload, tests, codeowners, roll_up=roll_up, hold=hold)
+        UploadWriter(self._session).write(
+            upload, tests, codeowners, roll_up=roll_up, by_branch=by_branch, hold=hold
+        )
 
     def hold_tests(self, repository_id: RepositoryId, ids: Collection[str]) -> set[str]:
         if self._session.get_bind().dialect.name != "postgresql":
@@ -189,11 +198,21 @@ class SqlFlakyStore:
     def buckets(
         self, repository_id: RepositoryId, ids: Collection[str], since: datetime
     ) -> Mapping[str, list[HourBucket]]:
+        # The table is keyed by hour and branch first: a test's buckets are probed at each
+        # hour and branch an upload came from, not read as one range.
+        uploads = self._session.execute(
+            select(TestUploadRow.received_at, TestUploadRow.branch).where(
+                TestUploadRow.repository_id == repository_id,
+                TestUploadRow.received_at >= since,
+                TestUploadRow.excluded == false(),
+            )
+        )
+        pairs = sorted({(hour_of(at), branch) for at, branch in uploads if hour_of(at) >= since})
         found: dict[str, list[HourBucket]] = defaultdict(list)
         hours = TestHourRow.__table__.c
-        for chunk in chunks(ids):
-            rows = self._session.execute(
-                select(
+        for hour_chunk in chunks(pairs):
+            for chunk in chunks(ids):
+                query = select(
                     hours.test_case_id,
                     hours.hour,
                     hours.branch,
@@ -203,26 +222,30 @@ class SqlFlakyStore:
                     hours.last_failure_at,
                 ).where(
                     hours.repository_id == repository_id,
-                    hours.test_case_id.in_(chunk),
-                    hours.hour >= since,
+                    tuple_(hours.hour, hours.branch).in_(hour_chunk),
                 )
-            )
-            for test_id, *values in rows:
-                found[test_id].append(HourBucket(*values))
+                rows = self._session.execute(
+                    of_tests(self._session, query, hours.test_case_id, chunk)
+                )
+                for row in rows:
+                    found[str(row[0])].append(HourBucket(*row[1:]))
         return found
 
     def failing_commits(
-        self, repository_id: RepositoryId, ids: Collection[str], since: datetime
+        self,
+        repository_id: RepositoryId,
+        ids: Collection[str],
+        since: datetime,
+        *,
+        branches: Collection[str] | None = None,
     ) -> Mapping[str, list[CommitRuns]]:
         # Through ix_test_commit_rollups_failing_test: a test's passing rows are never read.
+        wanted = [TestCommitRow.failures > 0, TestCommitRow.last_run_at >= since]
+        if branches is not None:
+            wanted.append(or_(TestCommitRow.passes > 0, TestCommitRow.branch.in_(sorted(branches))))
         found: dict[str, list[CommitRuns]] = defaultdict(list)
         for chunk in chunks(ids):
-            for test_id, runs in self._commit_runs(
-                TestCommitRow.test_case_id.in_(chunk),
-                TestCommitRow.failures > 0,
-                TestCommitRow.last_run_at >= since,
-                repository_id=repository_id,
-            ):
+            for test_id, runs in self._commit_runs(repository_id, chunk, *wanted):
                 found[test_id].append(runs)
         return found
 
@@ -246,31 +269,33 @@ class SqlFlakyStore:
         found: list[tuple[str, CommitRuns]] = []
         for chunk in chunks(ids):
             found += self._commit_runs(
-                TestCommitRow.commit_sha.in_(list(commit_shas)),
-                TestCommitRow.test_case_id.in_(chunk),
-                repository_id=repository_id,
+                repository_id, chunk, TestCommitRow.commit_sha.in_(list(commit_shas))
             )
         return found
 
     def _commit_runs(
-        self, *conditions: ColumnElement[bool], repository_id: RepositoryId
+        self, repository_id: RepositoryId, ids: list[str], *conditions: ColumnElement[bool]
     ) -> list[tuple[str, CommitRuns]]:
         commits = TestCommitRow.__table__.c
-        rows = self._session.execute(
-            select(
-                commits.test_case_id,
-                commits.commit_sha,
-                commits.branch,
-                commits.pr_number,
-                commits.passes,
-                commits.failures,
-                commits.first_pass_at,
-                commits.first_failure_at,
-                commits.last_run_at,
-                commits.runs,
-            ).where(commits.repository_id == repository_id, *conditions)
-        )
-        return [(test_id, CommitRuns(*values)) for test_id, *values in rows]
+        query = select(
+            commits.test_case_id,
+            commits.commit_sha,
+            commits.branch,
+            commits.pr_number,
+            commits.passes,
+            commits.failures,
+            commits.first_pass_at,
+            commits.first_failure_at,
+            commits.last_run_at,
+            commits.runs,
+        ).where(commits.repository_id == repository_id, *conditions)
+        query = of_tests(self._session, query, commits.test_case_id, ids)
+        return [
+            (test_id, CommitRuns(sha, branch, pr, passes, failures, passed, failed, last, runs))
+            for test_id, sha, branch, pr, passes, failures, passed, failed, last, runs in (
+                self._session.execute(query)
+            )
+        ]
 
     # --- status and per-test settings -----------------------------------------------------
 
@@ -456,6 +481,8 @@ class SqlFlakyStore:
             delete(TestResultRow).where(TestResultRow.at < results_before),
             delete(TestUploadRow).where(TestUploadRow.received_at < results_before),
             delete(TestHourRow).where(TestHourRow.hour < rollups_before),
+            delete(TestHourTotalRow).where(TestHourTotalRow.hour < rollups_before),
+            delete(TestDayTotalRow).where(TestDayTotalRow.day < rollups_before),
             delete(TestFailureRow).where(TestFailureRow.day < rollups_before),
             delete(TestCommitRow).where(TestCommitRow.last_run_at < rollups_before),
         ]

@@ -492,14 +492,19 @@ class TestResultRow(Base):
 
 class TestHourRow(Base):
     """Rollup: one test's non-skipped results of one hour on one branch (excluded uploads
-    left out); failure rates and the rate monitors read these, never the raw results.
+    left out); the rate and count monitors read these, never the raw results.
 
     The roll-ups have no foreign key to their test: one row per test per upload is written,
     and checking each cost PostgreSQL as much as writing it. Their rows are only written for
     the tests an upload has just stored, and removing a repository deletes them explicitly.
+
+    Keyed by hour and branch first, like the totals below: the rows an upload writes sit side
+    by side in the key, so the pages it dirties do not grow with the history stored. A test's
+    buckets are read by probing the hours and branches uploads came from.
     """
 
     __tablename__ = "test_hourly_rollups"
+    __table_args__ = (PrimaryKeyConstraint("repository_id", "hour", "branch", "test_case_id"),)
 
     repository_id: Mapped[str] = mapped_column(ID, primary_key=True)
     test_case_id: Mapped[str] = mapped_column(ID, primary_key=True)
@@ -509,6 +514,34 @@ class TestHourRow(Base):
     failures: Mapped[int] = mapped_column(Integer)
     last_run_at: Mapped[datetime] = mapped_column(UtcDateTime())
     last_failure_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class TestHourTotalRow(Base):
+    """Rollup: one test's runs and failures of one hour on every branch: its failure rate of
+    the last 24 hours, read by probing 25 hours per test.
+    """
+
+    __tablename__ = "test_hour_totals"
+
+    repository_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    hour: Mapped[datetime] = mapped_column(UtcDateTime(), primary_key=True)
+    test_case_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    runs: Mapped[int] = mapped_column(Integer)
+    failures: Mapped[int] = mapped_column(Integer)
+
+
+class TestDayTotalRow(Base):
+    """Rollup: one test's runs and failures of one day (UTC) on every branch: its failure rate
+    of the last 7 days, read by probing 8 days per test.
+    """
+
+    __tablename__ = "test_day_totals"
+
+    repository_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    day: Mapped[datetime] = mapped_column(UtcDateTime(), primary_key=True)
+    test_case_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    runs: Mapped[int] = mapped_column(Integer)
+    failures: Mapped[int] = mapped_column(Integer)
 
 
 class TestCommitRow(Base):

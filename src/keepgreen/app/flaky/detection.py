@@ -96,19 +96,27 @@ def commit_evidence(
     tests: Mapping[str, TestCase],
     since: datetime,
 ) -> dict[str, list[CommitRuns]]:
-    """Per test, the commit rollups its monitors can tell apart from the rest: every commit
-    it failed on (all that pass-on-retry reads), and for a failing streak the commits of the
-    streak's branches after its last pass, down to that pass.
+    """Per test, the commit rollups its monitors can tell apart from the rest: the commits it
+    both failed and passed on (all that pass-on-retry reads), and for a failing streak its
+    failures on the streak's branches and their commits after its last pass, down to it.
 
     A passing commit older than a test's newest pass on those branches changes no verdict, and
     most of a test's history is such passes: reading only these keeps the cost of an
     evaluation with the test's failures, not with every commit it ever ran on.
     """
+    # Pass-on-retry reads mixed commits; a streak, failures on its branches (on every branch
+    # when they are patterns: the store matches names, not patterns).
+    streak = settings.failing_streak
+    branches: Collection[str] | None = ()
+    if streak is not None and streak.enabled:
+        patterns = any(set(branch) & set("*?[") for branch in streak.branches)
+        branches = None if patterns else streak.branches
     found = {
         test_id: list(runs)
-        for test_id, runs in store.failing_commits(repository_id, tests.keys(), since).items()
+        for test_id, runs in store.failing_commits(
+            repository_id, tests.keys(), since, branches=branches
+        ).items()
     }
-    streak = settings.failing_streak
     if streak is None or not streak.enabled:
         return found
     # Only a test that failed on the streak's branches, or whose streak was active, can have

@@ -345,7 +345,15 @@ class IngestService:
             for test in store.tests(repository.id, unhealthy).values()
             if pass_may_change(settings.monitors, test.monitors, metadata.branch)
         }
-        store.add_tests(upload, list(tests.values()), codeowners, roll_up=True, hold=touched)
+        store.add_tests(
+            upload,
+            list(tests.values()),
+            codeowners,
+            roll_up=True,
+            # Buckets per branch only while a monitor reads them (see FlakyStore.add_tests).
+            by_branch=settings.monitors.bucket_hours > 0,
+            hold=touched,
+        )
         # A concurrent upload may have failed one of these tests on this commit meanwhile.
         late = (store.mixed_on_commit(repository.id, metadata.commit_sha) & tests.keys()) - touched
         touched |= store.hold_tests(repository.id, late)

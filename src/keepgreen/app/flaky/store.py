@@ -118,13 +118,16 @@ class FlakyStore(Protocol):
         codeowners: Mapping[str | None, tuple[str, ...]],
         *,
         roll_up: bool,
+        by_branch: bool = False,
         hold: Collection[str] = (),
     ) -> None:
         """Store what the upload (claimed) says of each test, set-based: tests not stored yet
         are added (healthy, owned as `codeowners` says for their file); last_seen_at moves
         (to the hour) and owners change where `codeowners` names the test's file; each failed
-        attempt becomes a result; and when `roll_up`, the hourly, per-commit and failure-
-        summary roll-ups add the upload's counts. Every row is of the upload's repository.
+        attempt becomes a result; and when `roll_up`, the hour and day totals, per-commit and
+        failure-summary roll-ups add the upload's counts, and the hourly buckets per branch
+        too when `by_branch` (only the rate and count monitors read those: a repository with
+        none enabled does not pay for them). Every row is of the upload's repository.
 
         The rows of the tests in `hold` (the ones the caller will evaluate) stay held until
         commit. Concurrent uploads of one repository do not wait on each other unless they
@@ -159,9 +162,16 @@ class FlakyStore(Protocol):
     ) -> Mapping[str, list[HourBucket]]: ...
 
     def failing_commits(
-        self, repository_id: RepositoryId, ids: Collection[str], since: datetime
+        self,
+        repository_id: RepositoryId,
+        ids: Collection[str],
+        since: datetime,
+        *,
+        branches: Collection[str] | None = None,
     ) -> Mapping[str, list[CommitRuns]]:
-        """Per test, its commit rollups with a failure and a run at or after `since`."""
+        """Per test, its commit rollups with a run at or after `since` that failed and passed
+        (mixed), and those that failed on one of `branches` (None: on any branch).
+        """
         ...
 
     def commits_since(self, repository_id: RepositoryId, since: datetime) -> Sequence[CommitSeen]:
