@@ -165,14 +165,13 @@ class SqlFlakyListings:
     ) -> dict[str, tuple[int, int]]:
         found: dict[str, tuple[int, int]] = {}
         for chunk in chunks(ids):
-            query = (
-                select(table.test_case_id, func.sum(table.runs), func.sum(table.failures))
-                .where(table.repository_id == repository_id, bucket.in_(buckets))
-                .group_by(table.test_case_id)
+            query = select(table.test_case_id, table.runs, table.failures).where(
+                table.repository_id == repository_id
             )
-            rows = self._session.execute(of_tests(self._session, query, table.test_case_id, chunk))
-            for test_id, runs, failures in rows:
-                found[test_id] = (int(runs or 0), int(failures or 0))
+            query = of_tests(self._session, query, table.test_case_id, chunk, at=(bucket, buckets))
+            for test_id, runs, failures in self._session.execute(query):
+                before = found.get(test_id, (0, 0))
+                found[test_id] = (before[0] + runs, before[1] + failures)
         return found
 
     def pull_requests_impacted(

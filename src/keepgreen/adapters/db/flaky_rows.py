@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar, TypeVarTuple, cast
 
@@ -19,10 +19,14 @@ from sqlalchemy import (
     select,
     true,
 )
+from sqlalchemy import (
+    cast as cast_to,
+)
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from keepgreen.adapters.db.tables import TestCaseRow, TestUploadRow
+from keepgreen.adapters.db.types import UtcDateTime
 from keepgreen.app.flaky.settings import FlakySettings
 from keepgreen.app.flaky.store import UploadRecord
 from keepgreen.core.flaky.model import TestCase
@@ -46,20 +50,31 @@ def of_tests(
     query: Select[*Columns],
     test_id: ColumnElement[str] | InstrumentedAttribute[str],
     ids: list[str],
+    *,
+    at: tuple[InstrumentedAttribute[datetime], Sequence[datetime]] | None = None,
 ) -> Select[*Columns]:
-    """The rows of `query` whose `test_id` is one of `ids` (at most CHUNK), its columns.
+    """The rows of `query` whose `test_id` is one of `ids` (at most CHUNK), and whose time is
+    one of those `at` gives (a column and its values), with `query`'s columns.
 
-    On PostgreSQL each id is looked up on its own (a lateral join over the list), so the
-    rows are found through the index whatever the statistics say: a table that grew by a
-    million rows in a minute has statistics a few uploads behind, and with them PostgreSQL
+    On PostgreSQL each id (and time) is looked up on its own, a lateral join over the list,
+    so the rows are found through the key whatever the statistics say: a table that grew by
+    a million rows in a minute has statistics a few uploads behind, and with them PostgreSQL
     read every row of the repository for an `IN (...)` and filtered them.
     """
     if session.get_bind().dialect.name != "postgresql":
-        return query.where(test_id.in_(ids))
+        query = query.where(test_id.in_(ids))
+        return query if at is None else query.where(at[0].in_(at[1]))
     wanted = func.unnest(postgresql.array(ids)).table_valued("id").render_derived(name="wanted")
+    query = query.where(test_id == wanted.c.id)
+    sources: Any = wanted
+    if at is not None:
+        times = cast_to(postgresql.array(list(at[1])), postgresql.ARRAY(UtcDateTime()))
+        when = func.unnest(times).table_valued("at").render_derived(name="times")
+        query = query.where(at[0] == when.c.at)
+        sources = wanted.join(when, true())
     # OFFSET 0 keeps PostgreSQL from pulling the subquery up into a plain join.
-    found = query.where(test_id == wanted.c.id).offset(0).lateral("found")
-    return cast("Select[*Columns]", select(found).select_from(wanted).join(found, true()))
+    found = query.offset(0).lateral("found")
+    return cast("Select[*Columns]", select(found).select_from(sources.join(found, true())))
 
 
 def state_to_json(state: MonitorState) -> dict[str, Any]:
