@@ -10,6 +10,7 @@ detection reads, once with every commit row in the window; the verdicts must agr
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from fastapi.testclient import TestClient
@@ -19,7 +20,7 @@ from keepgreen.adapters.db import tables
 from keepgreen.adapters.db.engine import READ_ONLY_OPTION
 from keepgreen.app.flaky.detection import commit_evidence
 from keepgreen.bootstrap import Container
-from keepgreen.core.flaky.monitors import CommitRuns, Evidence, evaluate
+from keepgreen.core.flaky.monitors import CommitRuns, Evidence, MonitorState, evaluate
 from keepgreen.core.ids import RepositoryId
 from keepgreen.core.model import RepoRef
 from tests.conftest import FakeClock
@@ -91,6 +92,7 @@ def test_what_detection_reads_gives_the_verdict_of_the_whole_history(
         name = f"test_scenario_{scenario}"
         shas: list[tuple[str, str]] = []
         failing_share = rng.choice((0.2, 0.5, 0.9))
+        reference_states: Mapping[str, MonitorState] = {}
         for upload in range(UPLOADS):
             if shas and rng.random() < 0.25:  # a retry of an earlier commit
                 sha, branch = rng.choice(shas)
@@ -104,6 +106,19 @@ def test_what_detection_reads_gives_the_verdict_of_the_whole_history(
                 sha=sha,
                 branch=branch,
             )
+            # The upload ran only the monitors it gave something new to read, and the sweep
+            # runs the rest of an unhealthy test's: between them, the status is the one every
+            # monitor gives over the whole history, evaluated at every upload.
+            container.housekeeping.sweep()
+            test_id = id_of_test(container, repository.id, name)
+            with container.unit_of_work(read_only=True) as uow:
+                monitors = uow.flaky.settings(repository.id).monitors
+                stored = uow.flaky.tests(repository.id, [test_id])[test_id]
+            since = clock.now - timedelta(hours=monitors.commit_hours + 1)
+            whole = every_commit_row(container, repository.id, test_id, since)
+            reference = evaluate(monitors, Evidence(commits=whole), reference_states, now=clock.now)
+            reference_states = reference.monitors
+            assert stored.status is reference.status, (scenario, upload, stored, reference)
             clock.advance(hours=rng.choice((0.5, 3, 20, 50)))
             with container.unit_of_work(read_only=True) as uow:
                 settings = uow.flaky.settings(repository.id).monitors

@@ -29,8 +29,10 @@ from keepgreen.core.flaky.monitors import (
     TestStatus,
     Verdict,
     branch_matches,
+    enabled_keys,
     evaluate,
     pass_may_change,
+    reading_branch,
 )
 
 NOW = datetime(2026, 11, 2, 9, 30, tzinfo=UTC)
@@ -405,6 +407,33 @@ def test_only_an_active_streak_or_rate_on_the_branch_may_end_on_a_pass(
         for key in (RETRY, STREAK, RATE, COUNT)
     }
     assert pass_may_change(monitors, states, branch) is may_change
+
+
+def test_a_kept_monitor_keeps_its_state_whatever_the_evidence_says() -> None:
+    active = verdict(commits=failing(3), monitors=STREAK_ONLY, now=NOW - 5 * HOUR)
+    assert active.status is BROKEN
+    # The evidence read without the streak's commits: kept, the streak stays as it was.
+    kept = evaluate(STREAK_ONLY, Evidence(), active.monitors, now=NOW, keep=[STREAK])
+    assert kept.status is BROKEN
+    assert kept.monitors[STREAK] == active.monitors[STREAK]
+    assert evaluate(STREAK_ONLY, Evidence(), active.monitors, now=NOW).status is HEALTHY
+
+
+@pytest.mark.parametrize(
+    ("branch", "keys"),
+    [
+        pytest.param("main", {STREAK, RATE, COUNT}, id="main"),
+        pytest.param("feature/x", {COUNT}, id="feature"),
+    ],
+)
+def test_the_monitors_reading_a_branch(branch: str, keys: set[str]) -> None:
+    monitors = replace(
+        MonitorSettings(),
+        failure_rates=rate_monitor().failure_rates,
+        failure_counts=count_monitor().failure_counts,
+    )
+    assert enabled_keys(monitors) == {RETRY, STREAK, RATE, COUNT}
+    assert reading_branch(monitors, branch) == keys
 
 
 def test_failing_commits_on_other_branches_do_not_make_a_streak() -> None:

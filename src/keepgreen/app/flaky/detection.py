@@ -15,7 +15,9 @@ from keepgreen.core.flaky.monitors import (
     MonitorSettings,
     MonitorState,
     branch_matches,
+    enabled_keys,
     evaluate,
+    hourly_keys,
 )
 from keepgreen.core.ids import RepositoryId
 
@@ -34,25 +36,37 @@ class Detector:
         test_ids: Collection[str],
         *,
         now: datetime,
+        refresh: Collection[str] | None = None,
     ) -> int:
         """Evaluate the repository's tests `test_ids` at `now`; the number whose status value
-        changed.
+        changed. Only the monitors `refresh` names are run (None: all), the others keep their
+        state: an upload changes what some monitors read, not all.
         """
         if not test_ids:
             return 0
+        enabled = enabled_keys(settings)
+        keep = enabled - set(refresh) if refresh is not None else frozenset()
+        if not enabled - keep:
+            return 0
         tests = store.tests(repository_id, test_ids)
-        # Each kind of evidence only as far back as some enabled monitor reads it.
+        # Each kind of evidence only as far back as some monitor run reads it.
+        by_hour = hourly_keys(settings)
         bucket_hours, commit_hours = settings.bucket_hours, settings.commit_hours
         buckets = (
             store.buckets(repository_id, test_ids, now - timedelta(hours=bucket_hours + 1))
-            if bucket_hours
+            if bucket_hours and (enabled - keep) & by_hour
             else {}
         )
         commits = (
             commit_evidence(
-                store, repository_id, settings, tests, now - timedelta(hours=commit_hours + 1)
+                store,
+                repository_id,
+                settings,
+                tests,
+                now - timedelta(hours=commit_hours + 1),
+                streak=FailingStreak.key not in keep,
             )
-            if commit_hours
+            if commit_hours and (enabled - keep) - by_hour
             else {}
         )
         changed = 0
@@ -63,7 +77,7 @@ class Detector:
                 commits=commits.get(test_id, ()),
                 manual_flag=test.manual_flag,
             )
-            verdict = evaluate(settings, evidence, test.monitors, now=now)
+            verdict = evaluate(settings, evidence, test.monitors, now=now, keep=keep)
             moved = verdict.status is not test.status
             if (
                 not moved
@@ -95,6 +109,8 @@ def commit_evidence(
     settings: MonitorSettings,
     tests: Mapping[str, TestCase],
     since: datetime,
+    *,
+    streak: bool = True,
 ) -> dict[str, list[CommitRuns]]:
     """Per test, the commit rollups its monitors can tell apart from the rest: the commits it
     both failed and passed on (all that pass-on-retry reads), and for a failing streak its
@@ -102,34 +118,35 @@ def commit_evidence(
 
     A passing commit older than a test's newest pass on those branches changes no verdict, and
     most of a test's history is such passes: reading only these keeps the cost of an
-    evaluation with the test's failures, not with every commit it ever ran on.
+    evaluation with the test's failures, not with every commit it ever ran on. (The streak's
+    part only when `streak`.)
     """
     # Pass-on-retry reads mixed commits; a streak, failures on its branches (on every branch
     # when they are patterns: the store matches names, not patterns).
-    streak = settings.failing_streak
+    monitor = settings.failing_streak if streak else None
     branches: Collection[str] | None = ()
-    if streak is not None and streak.enabled:
-        patterns = any(set(branch) & set("*?[") for branch in streak.branches)
-        branches = None if patterns else streak.branches
+    if monitor is not None and monitor.enabled:
+        patterns = any(set(branch) & set("*?[") for branch in monitor.branches)
+        branches = None if patterns else monitor.branches
     found = {
         test_id: list(runs)
         for test_id, runs in store.failing_commits(
             repository_id, tests.keys(), since, branches=branches
         ).items()
     }
-    if streak is None or not streak.enabled:
+    if monitor is None or not monitor.enabled:
         return found
     # Only a test that failed on the streak's branches, or whose streak was active, can have
     # a streak for a pass to end.
     open_streaks = {
         test_id
         for test_id, runs in found.items()
-        if any(branch_matches(run.branch, streak.branches) for run in runs)
+        if any(branch_matches(run.branch, monitor.branches) for run in runs)
     } | {test_id for test_id, test in tests.items() if _streak_active(test.monitors)}
     streak_commits = [
         seen.commit_sha
         for seen in store.commits_since(repository_id, since)
-        if branch_matches(seen.branch, streak.branches)
+        if branch_matches(seen.branch, monitor.branches)
     ]
     # Newest first, a few commits at a time: most streaks end at the newest commit.
     for start in range(0, len(streak_commits), STREAK_COMMITS_PER_READ):

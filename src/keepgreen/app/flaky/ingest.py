@@ -27,7 +27,7 @@ from keepgreen.app.ports import Clock, IdFactory, UnitOfWork, UnitOfWorkFactory
 from keepgreen.app.telemetry import Telemetry
 from keepgreen.core.flaky.ids import repo_full_name
 from keepgreen.core.flaky.model import TestCase
-from keepgreen.core.flaky.monitors import pass_may_change
+from keepgreen.core.flaky.monitors import PassOnRetry, pass_may_change, reading_branch
 from keepgreen.core.flaky.results import CaseResult, Outcome
 from keepgreen.core.ids import OrgId
 from keepgreen.core.model import RepoRef, Repository
@@ -355,14 +355,22 @@ class IngestService:
             hold=touched,
         )
         # A concurrent upload may have failed one of these tests on this commit meanwhile.
-        late = (store.mixed_on_commit(repository.id, metadata.commit_sha) & tests.keys()) - touched
-        touched |= store.hold_tests(repository.id, late)
+        mixed = store.mixed_on_commit(repository.id, metadata.commit_sha) & tests.keys()
+        touched |= store.hold_tests(repository.id, mixed - touched)
         # Read again: an upload that committed while this one waited for its rows read the
         # clock later than `now`, and its results must not look as if from the future.
         evaluated_at = max(now, self._clock())
-        self._detector.reevaluate(
-            store, repository.id, settings.monitors, touched, now=evaluated_at
-        )
+        # Only the monitors this upload gave something new to read run: those that read runs
+        # on its branch, and pass-on-retry for the tests it made mixed on its commit. (A new
+        # failure on a new commit of a feature branch changes no default monitor.)
+        on_branch = reading_branch(settings.monitors, metadata.branch)
+        for ids, refresh in (
+            (touched & mixed, on_branch | {PassOnRetry.key}),
+            (touched - mixed, on_branch),
+        ):
+            self._detector.reevaluate(
+                store, repository.id, settings.monitors, ids, now=evaluated_at, refresh=refresh
+            )
         return self._summary(store, upload, settings, tests, repeated=False)
 
     @staticmethod

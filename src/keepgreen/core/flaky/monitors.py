@@ -9,7 +9,7 @@ stores what it returns and records a status change when the value moves.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -241,6 +241,44 @@ class Verdict:
 NO_MONITOR_ACTIVE = "No monitor has flagged this test"
 
 
+def enabled_keys(settings: MonitorSettings) -> frozenset[str]:
+    """The keys of the monitors `settings` enables (the manual flag aside)."""
+    keys: set[str] = set()
+    if settings.pass_on_retry.enabled:
+        keys.add(PassOnRetry.key)
+    if settings.failing_streak is not None and settings.failing_streak.enabled:
+        keys.add(FailingStreak.key)
+    keys |= {monitor.key for monitor in settings.failure_rates if monitor.enabled}
+    keys |= {monitor.key for monitor in settings.failure_counts if monitor.enabled}
+    return frozenset(keys)
+
+
+def reading_branch(settings: MonitorSettings, branch: str) -> frozenset[str]:
+    """The keys of the enabled monitors that read runs on `branch` by run or by hour: the
+    failing streak, failure rates and failure counts whose branches match. (Pass-on-retry
+    reads commits made mixed, whatever the branch a run came from.)
+    """
+    keys: set[str] = set()
+    streak = settings.failing_streak
+    if streak is not None and streak.enabled and branch_matches(branch, streak.branches):
+        keys.add(FailingStreak.key)
+    by_hour: list[FailureRate | FailureCount] = [*settings.failure_rates, *settings.failure_counts]
+    keys |= {
+        monitor.key
+        for monitor in by_hour
+        if monitor.enabled and branch_matches(branch, monitor.branches)
+    }
+    return frozenset(keys)
+
+
+def hourly_keys(settings: MonitorSettings) -> frozenset[str]:
+    """The keys of the monitors that read hourly buckets (failure rates and counts)."""
+    return frozenset(
+        {monitor.key for monitor in settings.failure_rates}
+        | {monitor.key for monitor in settings.failure_counts}
+    )
+
+
 def pass_may_change(
     settings: MonitorSettings, states: Mapping[str, MonitorState], branch: str
 ) -> bool:
@@ -282,11 +320,13 @@ def evaluate(
     previous: Mapping[str, MonitorState],
     *,
     now: datetime,
+    keep: Collection[str] = (),
 ) -> Verdict:
     """Every enabled monitor's state, and the most severe classification among active ones.
 
     A monitor that was active and is no longer gives the healthy reason "Resolved: ...", so a
-    recovered test says why it recovered.
+    recovered test says why it recovered. The monitors named in `keep` keep their previous
+    state where they have one (nothing they read changed; `evidence` may leave it out).
     """
     states: dict[str, MonitorState] = {}
     if settings.pass_on_retry.enabled:
@@ -308,6 +348,9 @@ def evaluate(
         flag = evidence.manual_flag
         reason = "Manually flagged as flaky" + (f": {flag.reason}" if flag.reason else "")
         states[MonitorType.MANUAL.value] = _on(flag.at, reason, TestStatus.FLAKY)
+    for key in keep:
+        if key in states and key in previous:
+            states[key] = previous[key]
     return _verdict(states, previous)
 
 
