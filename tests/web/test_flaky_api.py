@@ -906,3 +906,21 @@ def test_a_lone_surrogate_in_a_flaky_test_request_is_a_400_naming_the_field(
     )
 
     assert assert_error(response, 400).startswith(f"{named}: must be valid Unicode text")
+
+
+def test_statistics_follow_an_upload_of_many_new_tests(
+    flaky: Flaky, container: Container, database_url: str
+) -> None:
+    # PostgreSQL plans the listings by its statistics, which autovacuum brings up to date a
+    # minute or more after a bulk load; keepgreen refreshes them after one.
+    many = report(*(case(f"test_{n}") for n in range(1_200)))
+    flaky.ok_upload(many)
+    with container.engine.connect() as connection:
+        if database_url.startswith("postgresql"):
+            estimated = connection.scalar(
+                text("SELECT reltuples FROM pg_class WHERE oid = 'test_cases'::regclass")
+            )
+            assert estimated is not None
+            assert estimated >= 1_200
+        else:  # SQLite keeps no statistics unless asked; the upload is stored all the same
+            assert connection.scalar(text("SELECT COUNT(*) FROM test_cases")) == 1_200

@@ -70,7 +70,9 @@ def _at(*names: str) -> list[Any]:
 
 
 class UploadWriter:
-    """Writes one claimed upload's tests within the session's transaction."""
+    """Writes one claimed upload's tests within the session's transaction; `write` returns how
+    many tests it added.
+    """
 
     def __init__(self, session: Session) -> None:
         self._session = session
@@ -85,7 +87,7 @@ class UploadWriter:
         roll_up: bool,
         by_branch: bool,
         hold: Collection[str],
-    ) -> None:
+    ) -> int:
         ordered = sorted(tests, key=lambda test: test.test_id)
         owners_json = {file: json.dumps(list(owners)) for file, owners in codeowners.items()}
         self._stage(
@@ -134,7 +136,7 @@ class UploadWriter:
         execute = self._session.execute
         # The tests' own rows first: the new ones inserted, then the existing ones this upload
         # writes or the caller evaluates taken, each sweep in id order; then the roll-ups.
-        execute(self._new_tests(), values)
+        added = int(getattr(execute(self._new_tests(), values), "rowcount", 0) or 0)
         if self._postgresql:
             execute(self._hold(), values).all()
         execute(self._last_seen(), values)
@@ -153,6 +155,7 @@ class UploadWriter:
             # the pooled connection (200,000 rows for a big one) until the next upload.
             for table in _STAGING:
                 execute(text(f"DELETE FROM temp.{table}"))
+        return added
 
     # --- staging --------------------------------------------------------------------------
 

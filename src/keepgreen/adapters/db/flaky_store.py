@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 
 from sqlalchemy import (
@@ -15,6 +15,7 @@ from sqlalchemy import (
     func,
     or_,
     select,
+    text,
     tuple_,
     update,
 )
@@ -61,10 +62,16 @@ from keepgreen.core.flaky.quarantine import QuarantineOverride, QuarantineSettin
 from keepgreen.core.flaky.results import Outcome
 from keepgreen.core.ids import RepositoryId
 
+# New tests an upload adds at least, for the statistics of the tests to be refreshed after it.
+STATISTICS_AFTER_NEW_TESTS = 1_000
+
 
 class SqlFlakyStore:
-    def __init__(self, session: Session) -> None:
+    def __init__(
+        self, session: Session, *, on_commit: Callable[[Callable[[], object]], None] | None = None
+    ) -> None:
         self._session = session
+        self._on_commit = on_commit
 
     # --- settings -------------------------------------------------------------------------
 
@@ -144,9 +151,22 @@ class SqlFlakyStore:
         by_branch: bool = False,
         hold: Collection[str] = (),
     ) -> None:
-        UploadWriter(self._session).write(
+        added = UploadWriter(self._session).write(
             upload, tests, codeowners, roll_up=roll_up, by_branch=by_branch, hold=hold
         )
+        if added >= STATISTICS_AFTER_NEW_TESTS and self._on_commit is not None:
+            self._on_commit(self._refresh_statistics)
+
+    def _refresh_statistics(self) -> None:
+        """PostgreSQL's statistics of the tests, brought up to date after many new ones: the
+        listings' plans follow them, and autovacuum may take a minute or more to get there.
+        """
+        bind = self._session.get_bind()
+        if bind.dialect.name != "postgresql":
+            return
+        with bind.engine.connect() as connection:
+            connection.execute(text("ANALYZE test_cases"))
+            connection.commit()
 
     def hold_tests(self, repository_id: RepositoryId, ids: Collection[str]) -> set[str]:
         if self._session.get_bind().dialect.name != "postgresql":

@@ -64,7 +64,7 @@ class SqlUnitOfWork:
         self.effects = SqlEffects(session)
         self.leases = SqlLeases(session)
         self.workers = SqlWorkers(session)
-        self.flaky = SqlFlakyStore(session)
+        self.flaky = SqlFlakyStore(session, on_commit=self.on_commit)
         self.flaky_listings = SqlFlakyListings(session)
         return self
 
