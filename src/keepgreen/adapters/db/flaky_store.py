@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
@@ -21,6 +23,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session
 
 from keepgreen.adapters.db.flaky_ingest import UploadWriter
@@ -64,6 +67,23 @@ from keepgreen.core.ids import RepositoryId
 
 # New tests an upload adds at least, for the statistics of the tests to be refreshed after it.
 STATISTICS_AFTER_NEW_TESTS = 1_000
+
+
+# And at most this often per database and process: the shards of a run each add a few thousand
+# tests, and one ANALYZE after another (each waits for the last) cost more than they gave.
+STATISTICS_EVERY_SECONDS = 60.0
+_statistics_lock = threading.Lock()
+_statistics_at: dict[str, float] = {}
+
+
+def _statistics_due(url: URL) -> bool:
+    key = url.render_as_string(hide_password=True)
+    with _statistics_lock:
+        last = _statistics_at.get(key)
+        if last is not None and time.monotonic() - last < STATISTICS_EVERY_SECONDS:
+            return False
+        _statistics_at[key] = time.monotonic()
+        return True
 
 
 class SqlFlakyStore:
@@ -162,7 +182,7 @@ class SqlFlakyStore:
         listings' plans follow them, and autovacuum may take a minute or more to get there.
         """
         bind = self._session.get_bind()
-        if bind.dialect.name != "postgresql":
+        if bind.dialect.name != "postgresql" or not _statistics_due(bind.engine.url):
             return
         with bind.engine.connect() as connection:
             connection.execute(text("ANALYZE test_cases"))
