@@ -287,22 +287,10 @@ def pass_may_change(
     branches). Pass-on-retry and failure counts end with time alone, which the periodic
     re-evaluation serves; and a pass activates no monitor that was not active.
     """
-
-    def active(key: str) -> bool:
-        state = states.get(key)
-        return state is not None and state.active
-
-    streak = settings.failing_streak
-    if (
-        streak is not None
-        and streak.enabled
-        and active(FailingStreak.key)
-        and branch_matches(branch, streak.branches)
-    ):
-        return True
+    ending_on_a_pass = {FailingStreak.key} | {rate.key for rate in settings.failure_rates}
     return any(
-        rate.enabled and active(rate.key) and branch_matches(branch, rate.branches)
-        for rate in settings.failure_rates
+        (state := states.get(key)) is not None and state.active
+        for key in reading_branch(settings, branch) & ending_on_a_pass
     )
 
 
