@@ -6,6 +6,7 @@ import hashlib
 import itertools
 from datetime import UTC, datetime, timedelta
 from random import Random
+from typing import Any
 
 import pytest
 from hypothesis import example, given, settings
@@ -545,15 +546,21 @@ SUMMARIES = st.tuples(
     st.sampled_from(["Timeout", "Error:"]),
     st.lists(st.sampled_from(["a", "b", "c", "<num>"]), min_size=1, max_size=3),
 ).map(lambda parts: " ".join([parts[0], *parts[1]]))
-COUNTS = st.lists(
-    st.builds(
-        FailureCount,
-        summary=SUMMARIES,
-        count=st.integers(min_value=1, max_value=3),
-        last_at=st.integers(min_value=0, max_value=3).map(at),
-    ),
-    max_size=10,
-)
+
+
+def counts_of(summaries: st.SearchStrategy[str], *, max_size: int) -> st.SearchStrategy[Any]:
+    return st.lists(
+        st.builds(
+            FailureCount,
+            summary=summaries,
+            count=st.integers(min_value=1, max_value=3),
+            last_at=st.integers(min_value=0, max_value=3).map(at),
+        ),
+        max_size=max_size,
+    )
+
+
+COUNTS = counts_of(SUMMARIES, max_size=10)
 # Taken in the order listed, "E a x y" and "E a b c" start two groups and "E a b y" joins the
 # first; taken the other way round, all three make one group "E a <*> <*>".
 ORDER_SENSITIVE = [
@@ -595,4 +602,46 @@ def _covers(template: str, summary: str) -> bool:
     pattern, tokens = template.split(), summary.split()
     return len(pattern) == len(tokens) and all(
         p in (t, "<*>") for p, t in zip(pattern, tokens, strict=True)
+    )
+
+
+# Summaries whose own text may hold the wildcard token ("<*>" written by a reporter).
+WILD_SUMMARIES = st.lists(st.sampled_from(["E", "a", "b", "c", "<*>"]), min_size=1, max_size=5).map(
+    " ".join
+)
+
+
+def _reference_templates(counts: list[FailureCount], similarity: float) -> list[FailureTemplate]:
+    """mine_templates as its docstring says it, position by position, without shortcuts."""
+    groups: list[list[Any]] = []  # [tokens, summary, count, last_at]
+    for item in sorted(counts, key=lambda c: (-c.count, c.summary, c.last_at)):
+        tokens = item.summary.split()
+        best, best_score = None, -1.0
+        for group in groups:
+            if len(group[0]) != len(tokens) or group[0][:1] != tokens[:1]:
+                continue
+            agree = sum(1 for g, t in zip(group[0], tokens, strict=True) if g in (t, "<*>"))
+            score = agree / len(tokens)
+            if score >= similarity and score > best_score:
+                best, best_score = group, score
+        if best is None:
+            groups.append([tokens, item.summary, item.count, item.last_at])
+            continue
+        merged = [g if g == t else "<*>" for g, t in zip(best[0], tokens, strict=True)]
+        if merged != best[0]:
+            best[0], best[1] = merged, " ".join(merged)
+        best[2] += item.count
+        best[3] = max(best[3], item.last_at)
+    templates = sorted((FailureTemplate(g[1], g[2], g[3]) for g in groups), key=lambda t: t.summary)
+    return sorted(templates, key=lambda t: (t.count, t.last_at), reverse=True)
+
+
+@given(counts_of(WILD_SUMMARIES, max_size=12), st.sampled_from([0.4, 0.6, 0.8, 1.0]))
+@settings(max_examples=400, deadline=None)
+def test_templates_agree_with_the_position_by_position_definition(
+    counts: list[FailureCount], similarity: float
+) -> None:
+    limit = len(counts) + 1
+    assert mine_templates(counts, similarity=similarity, limit=limit) == _reference_templates(
+        counts, similarity
     )

@@ -18,6 +18,7 @@ from keepgreen.adapters.db.flaky_rows import (
     of_tests,
     quarantined,
     test_case_of,
+    tests_table,
 )
 from keepgreen.adapters.db.tables import (
     TestCaseRow,
@@ -65,8 +66,8 @@ class SqlFlakyListings:
     def page_by_status(
         self, repository_id: RepositoryId, status: TestStatus, *, offset: int, limit: int
     ) -> Sequence[TestCase]:
-        rows = self._session.scalars(
-            select(TestCaseRow)
+        rows = self._session.execute(
+            select(tests_table())
             .where(self._by_status(repository_id, status))
             .order_by(TestCaseRow.status_at.desc(), TestCaseRow.id)
             .offset(offset)
@@ -125,8 +126,8 @@ class SqlFlakyListings:
     def page_quarantined(
         self, repository_id: RepositoryId, settings: FlakySettings, *, offset: int, limit: int
     ) -> Sequence[TestCase]:
-        rows = self._session.scalars(
-            select(TestCaseRow)
+        rows = self._session.execute(
+            select(tests_table())
             .where(quarantined(repository_id, settings))
             .order_by(TestCaseRow.name, TestCaseRow.id)
             .offset(offset)

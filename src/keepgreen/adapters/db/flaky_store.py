@@ -65,6 +65,10 @@ from keepgreen.core.flaky.quarantine import QuarantineOverride, QuarantineSettin
 from keepgreen.core.flaky.results import Outcome
 from keepgreen.core.ids import RepositoryId
 
+# The statuses of tests a monitor holds: probed one by one through (repository, status), where
+# `status != 'healthy'` read every test of the repository.
+UNHEALTHY = tuple(status.value for status in TestStatus if status is not TestStatus.HEALTHY)
+
 # New tests an upload adds at least, for the statistics of the tests to be refreshed after it.
 STATISTICS_AFTER_NEW_TESTS = 1_000
 
@@ -421,7 +425,7 @@ class SqlFlakyStore:
             self._session.scalars(
                 select(TestCaseRow.id).where(
                     TestCaseRow.repository_id == repository_id,
-                    TestCaseRow.status != TestStatus.HEALTHY.value,
+                    TestCaseRow.status.in_(UNHEALTHY),
                 )
             )
         )
@@ -430,7 +434,7 @@ class SqlFlakyStore:
         found: dict[RepositoryId, list[str]] = defaultdict(list)
         rows = self._session.execute(
             select(TestCaseRow.repository_id, TestCaseRow.id).where(
-                TestCaseRow.status != TestStatus.HEALTHY.value
+                TestCaseRow.status.in_(UNHEALTHY)
             )
         )
         for repository_id, test_id in rows:

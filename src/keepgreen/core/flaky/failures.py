@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from operator import eq
 
 MAX_SUMMARY_CHARS = 300
 WILDCARD = "<*>"
@@ -295,6 +296,7 @@ class _Group:
     summary: str  # the first member's summary while no token has become a wildcard
     count: int
     last_at: datetime
+    wildcards: int = 0  # how many of `tokens` are WILDCARD
 
 
 def mine_templates(
@@ -318,12 +320,14 @@ def mine_templates(
         candidates = groups.setdefault((len(tokens), tokens[0] if tokens else ""), [])
         best = _most_similar(candidates, tokens, similarity)
         if best is None:
-            candidates.append(_Group(tokens, item.summary, item.count, item.last_at))
+            wildcards = tokens.count(WILDCARD)
+            candidates.append(_Group(tokens, item.summary, item.count, item.last_at, wildcards))
             continue
         merged = [a if a == b else WILDCARD for a, b in zip(best.tokens, tokens, strict=True)]
         if merged != best.tokens:
             best.tokens = merged
             best.summary = " ".join(merged)
+            best.wildcards = merged.count(WILDCARD)
         best.count += item.count
         best.last_at = max(best.last_at, item.last_at)
     templates = [
@@ -339,8 +343,16 @@ def mine_templates(
 def _most_similar(groups: list[_Group], tokens: list[str], similarity: float) -> _Group | None:
     best: _Group | None = None
     best_score = -1.0
+    # A position agrees when the group's token is the summary's or a wildcard. Counted in C
+    # (equal tokens, plus the group's wildcards) unless the summary itself holds a wildcard
+    # token, which would be counted twice: a test's summaries are compared pairwise, so this
+    # is most of the time of a listing's page.
+    plain = WILDCARD not in tokens
     for group in groups:
-        agree = sum(a in (b, WILDCARD) for a, b in zip(group.tokens, tokens, strict=True))
+        if plain:
+            agree = sum(map(eq, group.tokens, tokens)) + group.wildcards
+        else:
+            agree = sum(a in (b, WILDCARD) for a, b in zip(group.tokens, tokens, strict=True))
         score = agree / len(tokens) if tokens else 1.0
         # The first group created wins a tie, so the outcome follows the (sorted) input order.
         if score >= similarity and score > best_score:
