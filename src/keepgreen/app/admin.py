@@ -188,7 +188,7 @@ class AdminService:
 
     def list_tokens(self, *, org_slug: str | None = None) -> list[TokenInfo]:
         """Every token (of one org when `org_slug` is given), oldest first, revoked ones too."""
-        with self._uow() as uow:
+        with self._uow(read_only=True) as uow:
             slugs = {org.id: org.slug for org in uow.orgs.list_all()}
             org_id = None if org_slug is None else self._existing_org(uow, org_slug).id
             tokens = uow.tokens.list(org_id)
@@ -224,7 +224,7 @@ class AdminService:
         """The org's slug; a different `claimed` slug (a request's org_url_slug) is a 404,
         since a token sees its own org only.
         """
-        with self._uow() as uow:
+        with self._uow(read_only=True) as uow:
             org = uow.orgs.get(org_id)
         if org is None or (claimed is not None and claimed != org.slug):
             raise NotFound(
@@ -241,7 +241,7 @@ class AdminService:
         if not token or len(token) > 512:
             return None
         candidate = hash_token(token)
-        with self._uow() as uow:
+        with self._uow(read_only=True) as uow:
             stored = uow.tokens.find_by_hash(candidate)
         if stored is None or not hmac.compare_digest(stored.token_hash, candidate):
             return None
@@ -358,7 +358,7 @@ class AdminService:
 
     def list_repositories(self, *, org_slug: str | None = None) -> list[RepositoryInfo]:
         """Every registered repository (of one org when `org_slug` is given), by reference."""
-        with self._uow() as uow:
+        with self._uow(read_only=True) as uow:
             slugs = {org.id: org.slug for org in uow.orgs.list_all()}
             if org_slug is None:
                 repositories = uow.repositories.list_all()
@@ -371,7 +371,7 @@ class AdminService:
 
     def show_repository(self, ref: RepoRef, *, org_slug: str | None = None) -> RepositoryInfo:
         """One repository; without `org_slug`, `ref` must name one repository of one org."""
-        with self._uow() as uow:
+        with self._uow(read_only=True) as uow:
             repository, org = self._find(uow, ref, org_slug)
             return RepositoryInfo(repository, org.slug, _queues(uow, repository.id))
 
@@ -395,7 +395,7 @@ class AdminService:
             if changes.test_branch_prefix is None
             else (self._checked_prefix(changes.test_branch_prefix))
         )
-        with self._uow() as uow:
+        with self._uow(read_only=True) as uow:
             current, _ = self._find(uow, ref, org_slug)
         auth = NO_AUTH if changes.clear_auth else current.auth
         auth = GitAuth(

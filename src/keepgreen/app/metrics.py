@@ -23,7 +23,7 @@ class MetricsService:
         """Metrics of every queue of the org, or of one repository's queues."""
         now = self._clock()
         collected: list[QueueMetrics] = []
-        with self._uow() as uow:
+        with self._uow(read_only=True) as uow:
             if repo is None:
                 repositories = list(uow.repositories.list_for_org(org_id))
             else:

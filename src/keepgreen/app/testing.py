@@ -53,7 +53,7 @@ class TestingService:
         self._clock = clock
 
     def details(self, org_id: OrgId, ref: RepoRef, branch: str, run_id: str) -> TestRunDetails:
-        with self._uow() as uow:
+        with self._uow(read_only=True) as uow:
             repository = find_repository(uow, org_id, ref)
             queue = find_queue(uow, repository, branch)
             run = uow.test_runs.get(queue.id, TestRunId(run_id.strip()))

@@ -34,7 +34,7 @@ class FlakyManageService:
         self._clock = clock
 
     def settings(self, org_id: OrgId, ref: RepoRef) -> FlakySettings:
-        with self._unit_of_work() as uow:
+        with self._unit_of_work(read_only=True) as uow:
             return uow.flaky.settings(find_repository(uow, org_id, ref).id)
 
     def update_settings(self, org_id: OrgId, ref: RepoRef, settings: FlakySettings) -> None:
