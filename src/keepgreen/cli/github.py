@@ -19,8 +19,6 @@ from urllib.parse import urlsplit
 
 import typer
 
-from keepgreen.settings import Settings
-
 if TYPE_CHECKING:  # the container is built on demand: `manifest` needs no database
     from keepgreen.app.github.installations import GithubInstallations, SyncResult
     from keepgreen.bootstrap import Container
@@ -70,6 +68,8 @@ def manifest_command(
     ),
 ) -> None:
     """Print the GitHub App manifest: permissions, events and the webhook URL."""
+    from keepgreen.settings import Settings  # the client commands start without it
+
     url = public_url or Settings().public_url
     if not url:
         typer.echo(

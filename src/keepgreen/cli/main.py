@@ -4,9 +4,8 @@ the API client are registered from their modules."""
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
-import structlog
 import typer
 
 from keepgreen import __version__
@@ -15,7 +14,15 @@ from keepgreen.cli import admin, client, flaky, github, simulate, upload
 if TYPE_CHECKING:
     from keepgreen.bootstrap import Container
 
-log = structlog.get_logger("keepgreen")
+
+def _log() -> Any:
+    """The long-running commands' logger; structlog is imported by them alone, so that the
+    client commands (`keepgreen upload` in every CI job) start without it.
+    """
+    import structlog
+
+    return structlog.get_logger("keepgreen")
+
 
 app = typer.Typer(
     name="keepgreen",
@@ -63,7 +70,7 @@ def serve(
 
     container = _container(configure_logs=True)
     url = container.settings.resolved_database_url()
-    log.info(
+    _log().info(
         "keepgreen serving",
         url=f"http://{host}:{port}/v1",
         database=_redact(url),
@@ -135,7 +142,7 @@ def worker(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     url = container.settings.resolved_database_url()
-    log.info("keepgreen worker", database=_redact(url))
+    _log().info("keepgreen worker", database=_redact(url))
     _warn_about_the_sandbox(container)
     metrics: MetricsServer | None = None
     port = container.settings.worker_metrics_port if metrics_port is None else metrics_port
@@ -147,7 +154,7 @@ def worker(
             typer.echo(f"error: {error}", err=True)
             container.close()
             raise typer.Exit(2) from error
-        log.info("worker metrics", url=metrics.url)
+        _log().info("worker metrics", url=metrics.url)
     try:
         container.worker.serve(stop)
     finally:
@@ -198,7 +205,7 @@ def _warn_about_the_sandbox(container: Container) -> None:
     """Say at start when the built-in CI cannot box PR code (its runs would end `error`)."""
     problem = container.runner.sandbox_problem()
     if problem is not None:
-        log.warning("built-in CI runs will fail", problem=problem)
+        _log().warning("built-in CI runs will fail", problem=problem)
 
 
 def _redact(url: str) -> str:
