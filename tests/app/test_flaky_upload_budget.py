@@ -24,9 +24,12 @@ from keepgreen.app.flaky.ingest import (
     UploadMetadata,
 )
 from keepgreen.app.flaky.tally import cyclic_gc_paused
+from keepgreen.bootstrap import Container
 from keepgreen.core.flaky.results import CaseResult, Outcome
 from keepgreen.core.ids import OrgId, RepositoryId
 from keepgreen.core.model import RepoRef, Repository
+from tests.support.gitrepo import GitRepo
+from tests.support.wire import REPO
 
 METADATA = UploadMetadata(
     repo=RepoRef("github.com", "acme", "widgets"),
@@ -171,3 +174,33 @@ def test_the_cycle_collector_is_paused_while_reading_and_back_after() -> None:
         assert not gc.isenabled()  # it was off before: it stays off
     finally:
         gc.enable()
+
+
+def test_the_collector_stays_paused_until_the_stored_tally_is_gone(
+    container: Container, registered_repo: GitRepo, token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first collection after the pause scans whatever the pause built and still holds:
+    with the tally held while it is stored, that was a whole upload's objects in one go.
+    """
+    org = container.admin.authenticate(token)
+    assert org is not None
+    seen: list[bool] = []
+    evaluate = Detector.reevaluate
+
+    def watched(self: Detector, *args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return evaluate(self, *args, **kwargs)
+
+    monkeypatch.setattr(Detector, "reevaluate", watched)
+    cases = "".join(f'<testcase classname="c" name="t{i}"/>' for i in range(50))
+    report = f'<testsuite name="s">{cases}<testcase name="x"><failure/></testcase></testsuite>'
+    summary = container.ingest.upload(
+        OrgId(org),
+        "acme",
+        UploadMetadata(repo=REPO, org_url_slug="acme", commit_sha="b" * 40, branch="main"),
+        [ReportFile("r.xml", report.encode())],
+    )
+    assert summary.failed == 1
+    assert seen  # detection ran
+    assert not any(seen)  # with the collector paused
+    assert gc.isenabled()

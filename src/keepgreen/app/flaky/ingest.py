@@ -205,13 +205,34 @@ class IngestService:
             raise InvalidInput("missing_file", "file: an upload needs at least one JUnit report")
         with self._unit_of_work(read_only=True) as uow:
             repository = find_repository(uow, org_id, metadata.repo)
+        # The cycle collector waits until the tally is gone: held while the upload is stored,
+        # the first collection after the pause would scan all of it in one go (a 200,000-test
+        # upload: a few hundred ms in which no other request of the process runs).
+        with cyclic_gc_paused():
+            summary = self._read_and_store(org_slug, repository, metadata, files)
+        log.info(
+            "upload stored" if not summary.repeated else "upload already stored",
+            repo=str(repository.ref),
+            sha=metadata.commit_sha,
+            upload=summary.upload_id,
+            files=summary.files,
+            results=summary.results,
+            failed=summary.failed,
+            infrastructure_failure=summary.excluded_as_infrastructure_failure,
+        )
+        return summary
+
+    def _read_and_store(
+        self,
+        org_slug: str,
+        repository: Repository,
+        metadata: UploadMetadata,
+        files: Sequence[ReportFile],
+    ) -> UploadSummary:
         # Reading, identifying and tallying happen before the write transaction opens, and so
         # do the owners (which may read the repository): the transaction holds only writes.
         ref = repository.ref
-        with cyclic_gc_paused():
-            tally = self._read(
-                files, org_slug, repo_full_name(ref.host, ref.owner, ref.name), metadata
-            )
+        tally = self._read(files, org_slug, repo_full_name(ref.host, ref.owner, ref.name), metadata)
         owners = (
             self._owners.from_text(metadata.codeowners)
             if metadata.codeowners is not None
@@ -226,24 +247,14 @@ class IngestService:
                         uow, repository, metadata, key, len(files), tally, codeowners
                     )
                     uow.commit()
-                break
+                return summary
             except RetryableConflict:
                 # Two uploads met on the same rows in an order the database refused (a
                 # deadlock it broke): the whole transaction was rolled back; try it again.
                 if attempt == STORE_ATTEMPTS:
                     raise
                 log.info("upload retried after a write conflict", attempt=attempt)
-        log.info(
-            "upload stored" if not summary.repeated else "upload already stored",
-            repo=str(repository.ref),
-            sha=metadata.commit_sha,
-            upload=summary.upload_id,
-            files=summary.files,
-            results=summary.results,
-            failed=summary.failed,
-            infrastructure_failure=summary.excluded_as_infrastructure_failure,
-        )
-        return summary
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _read(
         self,
