@@ -11,6 +11,7 @@ from sqlalchemy import ColumnElement, Select, and_, func, select
 from sqlalchemy.orm import Session
 
 from keepgreen.adapters.db.flaky_rows import (
+    TEST_CASES,
     chunks,
     day_of,
     hour_of,
@@ -18,7 +19,6 @@ from keepgreen.adapters.db.flaky_rows import (
     of_tests,
     quarantined,
     test_case_of,
-    tests_table,
 )
 from keepgreen.adapters.db.tables import (
     TestCaseRow,
@@ -67,7 +67,7 @@ class SqlFlakyListings:
         self, repository_id: RepositoryId, status: TestStatus, *, offset: int, limit: int
     ) -> Sequence[TestCase]:
         rows = self._session.execute(
-            select(tests_table())
+            select(TEST_CASES)
             .where(self._by_status(repository_id, status))
             .order_by(TestCaseRow.status_at.desc(), TestCaseRow.id)
             .offset(offset)
@@ -127,7 +127,7 @@ class SqlFlakyListings:
         self, repository_id: RepositoryId, settings: FlakySettings, *, offset: int, limit: int
     ) -> Sequence[TestCase]:
         rows = self._session.execute(
-            select(tests_table())
+            select(TEST_CASES)
             .where(quarantined(repository_id, settings))
             .order_by(TestCaseRow.name, TestCaseRow.id)
             .offset(offset)

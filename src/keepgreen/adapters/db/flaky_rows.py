@@ -98,7 +98,7 @@ def state_from_json(data: dict[str, Any]) -> MonitorState:
 
 
 def test_case_of(row: TestCaseRow | Row[Any]) -> TestCase:
-    """The test of a row: mapped, or a plain row of `tests_table()` (read faster: no ORM)."""
+    """The test of a row: mapped, or a plain row of `TEST_CASES` (read faster: no ORM)."""
     flag = (
         ManualFlag(row.manual_flag_reason or "", row.manual_flag_at)
         if row.manual_flag_at is not None
@@ -178,7 +178,7 @@ def load_tests(
     """Those of `ids` that are tests of the repository (another's with the same id are not)."""
     found: dict[str, TestCase] = {}
     for chunk in chunks(ids):
-        query = select(tests_table()).where(
+        query = select(TEST_CASES).where(
             TestCaseRow.repository_id == repository_id, TestCaseRow.id.in_(chunk)
         )
         for row in session.execute(query):
@@ -191,9 +191,8 @@ def table_of(row: type[Any]) -> Table:
     return table
 
 
-def tests_table() -> Table:
-    """The tests' table, selected whole as plain rows for test_case_of."""
-    return table_of(TestCaseRow)
+# The tests' table, selected whole as plain rows for test_case_of (no ORM objects to build).
+TEST_CASES = table_of(TestCaseRow)
 
 
 def hour_of(moment: datetime) -> datetime:

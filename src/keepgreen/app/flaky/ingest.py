@@ -247,14 +247,14 @@ class IngestService:
                         uow, repository, metadata, key, len(files), tally, codeowners
                     )
                     uow.commit()
-                return summary
+                break
             except RetryableConflict:
                 # Two uploads met on the same rows in an order the database refused (a
                 # deadlock it broke): the whole transaction was rolled back; try it again.
                 if attempt == STORE_ATTEMPTS:
                     raise
                 log.info("upload retried after a write conflict", attempt=attempt)
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        return summary
 
     def _read(
         self,
