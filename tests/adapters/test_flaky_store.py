@@ -222,8 +222,8 @@ def test_the_schema_refuses_a_row_under_another_repositorys_test(
             {"upload_id": "u-globex", "at": T0, "outcome": "failed", "attempt": 0},
         ),
         "failure": (
-            tables.TestFailureRow,
-            {"day": T0, "summary_key": "k", "summary": "boom", "occurrences": 1, "last_at": T0},
+            tables.TestFailureTemplateRow,
+            {"day": T0, "position": 0, "summary": "boom", "occurrences": 1, "last_at": T0},
         ),
         "status_change": (
             tables.TestStatusChangeRow,

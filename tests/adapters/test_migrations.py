@@ -184,16 +184,22 @@ def _pairs(engine: Engine, table: str) -> list[tuple[str, str]]:
         return sorted((row[0], row[1]) for row in rows)
 
 
-def test_0004_keys_tests_by_repository_and_keeps_each_repositorys_rows(
-    empty_database_url: str, tmp_path: Path
-) -> None:
-    engine = make_engine(empty_database_url)
+def _at_0003_with_rows(url: str) -> Engine:
+    """A database migrated to 0003 and holding `_rows_at_0003`."""
+    engine = make_engine(url)
     command.upgrade(alembic_config(engine), "0003")
     tables = MetaData()
     tables.reflect(engine)
     with engine.begin() as connection:
         for name, rows in _rows_at_0003().items():
             connection.execute(tables.tables[name].insert(), rows)
+    return engine
+
+
+def test_0004_keys_tests_by_repository_and_keeps_each_repositorys_rows(
+    empty_database_url: str, tmp_path: Path
+) -> None:
+    engine = _at_0003_with_rows(empty_database_url)
 
     migrate(engine)
 
@@ -202,7 +208,7 @@ def test_0004_keys_tests_by_repository_and_keeps_each_repositorys_rows(
     # the repository of its test.
     assert _pairs(engine, "test_results") == [acme, globex]
     assert _pairs(engine, "test_hourly_rollups") == [acme, globex]
-    for table in ("test_commit_rollups", "test_failure_summaries", "test_status_changes"):
+    for table in ("test_commit_rollups", "test_failure_templates", "test_status_changes"):
         assert _pairs(engine, table) == [acme]
     container = bootstrap(
         Settings(database_url=empty_database_url, data_dir=tmp_path / "data"),
@@ -332,6 +338,92 @@ def test_0015_totals_the_hourly_history_it_finds(empty_database_url: str, tmp_pa
         with engine.connect() as connection:
             kept = connection.execute(text("SELECT COUNT(*) FROM test_hourly_rollups")).scalar()
         assert kept == len(hourly)
+    finally:
+        container.close()
+        engine.dispose()
+
+
+# -- 0016: failures per day, templates per day ---------------------------------------------------
+
+
+def test_0016_counts_the_failures_and_keeps_the_summaries_it_finds(
+    empty_database_url: str, tmp_path: Path
+) -> None:
+    engine = _at_0003_with_rows(empty_database_url)
+    command.upgrade(alembic_config(engine), "0015")
+    tables = MetaData()
+    tables.reflect(engine)
+    # SHARED failed at T0 (from 0003's rows), twice more that day and once the next day.
+    later = [T0 + timedelta(hours=2), T0 + timedelta(hours=5), T0 + timedelta(days=1)]
+    with engine.begin() as connection:
+        connection.execute(
+            tables.tables["test_results"].insert(),
+            [
+                {
+                    "repository_id": ACME_REPO,
+                    "test_case_id": SHARED,
+                    "upload_id": "u-acme",
+                    "at": at.replace(tzinfo=None),
+                    "outcome": "failed",
+                    "attempt": 1,
+                }
+                for at in later
+            ],
+        )
+        connection.execute(
+            tables.tables["test_failure_summaries"].insert(),
+            {
+                "repository_id": ACME_REPO,
+                "test_case_id": SHARED,
+                "day": T0.replace(hour=0, tzinfo=None),
+                "summary_key": "k2",
+                "summary": "Timeout after <duration>",
+                "occurrences": 2,
+                "last_at": later[1].replace(tzinfo=None),
+            },
+        )
+
+    migrate(engine)
+
+    container = bootstrap(
+        Settings(database_url=empty_database_url, data_dir=tmp_path / "data"),
+        run_migrations=False,
+    )
+    repository = RepositoryId(ACME_REPO)
+    try:
+        with container.unit_of_work(read_only=True) as uow:
+            listings = uow.flaky_listings
+            # Whole days, then a window that cuts the first day between its failures.
+            whole = listings.page_failing(
+                repository, T0 - timedelta(hours=9), T0 + timedelta(days=2), offset=0, limit=10
+            )
+            cut = listings.page_failing(
+                repository, T0 + timedelta(hours=1), T0 + timedelta(days=2), offset=0, limit=10
+            )
+            failures = listings.failure_counts(repository, [SHARED], T0 - timedelta(days=1))
+        assert [test.id for test in whole[0]] == [SHARED]
+        assert whole[1] == 1
+        with engine.connect() as connection:
+            days = connection.execute(
+                text(
+                    "SELECT failures FROM test_failure_days WHERE test_case_id = :test ORDER BY day"
+                ),
+                {"test": SHARED},
+            ).all()
+        assert [row[0] for row in days] == [3, 1]  # T0's day, the next
+        assert [test.id for test in cut[0]] == [SHARED]
+        assert sorted((f.summary, f.count) for f in failures[SHARED]) == [
+            ("Timeout after <duration>", 2),
+            ("boom", 1),
+        ]
+        # Down and up again keeps the summaries.
+        command.downgrade(alembic_config(engine), "0015")
+        with engine.connect() as connection:
+            kept = connection.execute(
+                text("SELECT summary, occurrences FROM test_failure_summaries ORDER BY summary")
+            ).all()
+        assert [tuple(row) for row in kept] == [("Timeout after <duration>", 2), ("boom", 1)]
+        migrate(engine)
     finally:
         container.close()
         engine.dispose()

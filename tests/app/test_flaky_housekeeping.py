@@ -31,7 +31,8 @@ def test_retention_deletes_raw_results_then_rollups_but_keeps_the_test(
 
     clock.advance(days=31)
     deleted_results = container.housekeeping.purge()
-    assert deleted_results == 2  # the failed result and its upload (passes are only counted)
+    # The failed result, its upload and its day's count of failures (passes are only counted).
+    assert deleted_results == 3
     details = flaky.ok("get-test-details", test_id=test_id)["test"]
     assert details["name"] == "test_old"  # the test case itself stays
 

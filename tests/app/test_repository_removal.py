@@ -47,7 +47,8 @@ EXPECTED_TABLES = {
     "test_hour_totals",
     "test_day_totals",
     "test_commit_rollups",
-    "test_failure_summaries",
+    "test_failure_templates",
+    "test_failure_days",
     "test_status_changes",
 }
 

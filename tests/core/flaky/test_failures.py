@@ -16,6 +16,7 @@ from keepgreen.core.flaky.failures import (
     MAX_SUMMARY_CHARS,
     FailureCount,
     FailureTemplate,
+    absorb_failures,
     failure_summary,
     mine_templates,
     normalise,
@@ -644,4 +645,60 @@ def test_templates_agree_with_the_position_by_position_definition(
     limit = len(counts) + 1
     assert mine_templates(counts, similarity=similarity, limit=limit) == _reference_templates(
         counts, similarity
+    )
+
+
+# --- absorb_failures: the templates an upload grows -------------------------------------------
+
+
+def test_an_upload_grows_the_stored_template_it_matches_in_place() -> None:
+    stored = [
+        FailureTemplate("KeyError: 'session'", 3, at(5)),
+        FailureTemplate("Timeout after <duration> waiting for host db-primary", 4, at(10)),
+    ]
+    new = [
+        FailureCount("Timeout after <duration> waiting for host cache", 2, at(40)),
+        FailureCount("ValueError: bad literal", 1, at(40)),
+    ]
+    assert absorb_failures(stored, new) == [
+        stored[0],  # untouched, so the caller need not rewrite it
+        FailureTemplate("Timeout after <duration> waiting for host <*>", 6, at(40)),
+        FailureTemplate("ValueError: bad literal", 1, at(40)),  # new ones follow
+    ]
+
+
+def test_stored_templates_are_joined_but_never_merged_with_each_other() -> None:
+    # Alike enough to have been one template, but stored apart (as a migration stores each
+    # summary of the past): an upload adds to the first that fits best, not to both.
+    stored = [FailureTemplate("E a b c", 1, at(1)), FailureTemplate("E a b d", 1, at(1))]
+    grown = absorb_failures(stored, [FailureCount("E a b d", 2, at(2))])
+    assert grown == [stored[0], FailureTemplate("E a b d", 3, at(2))]
+
+
+@given(COUNTS, st.integers(min_value=0, max_value=10))
+@settings(max_examples=300, deadline=None)
+def test_absorbing_uploads_one_by_one_keeps_every_count_under_a_covering_template(
+    counts: list[FailureCount], cut: int
+) -> None:
+    # Two uploads of one day: the second is mined into what the first stored.
+    first, second = counts[:cut], counts[cut:]
+    stored = absorb_failures([], first)
+    grown = absorb_failures(stored, second)
+    assert len(grown) >= len(stored)
+    for before, after in zip(stored, grown, strict=False):
+        assert _covers(after.summary, before.summary)
+        assert after.count >= before.count
+    assert sum(t.count for t in grown) == sum(c.count for c in counts)
+    for item in counts:
+        assert any(_covers(t.summary, item.summary) for t in grown)
+    # Mined again for a listing, the stored templates give the listing's counts.
+    listed = mine_templates([FailureCount(t.summary, t.count, t.last_at) for t in grown], limit=99)
+    assert sum(t.count for t in listed) == sum(c.count for c in counts)
+
+
+@given(COUNTS)
+@settings(max_examples=200, deadline=None)
+def test_absorbing_into_nothing_is_mining(counts: list[FailureCount]) -> None:
+    assert sorted(absorb_failures([], counts), key=repr) == sorted(
+        mine_templates(counts, limit=len(counts) + 1), key=repr
     )

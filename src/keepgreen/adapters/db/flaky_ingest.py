@@ -15,16 +15,20 @@ else of a repository stays free, so the shards of one CI run are stored side by 
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import TextClause, bindparam, text
+from sqlalchemy import TextClause, bindparam, select, text
 from sqlalchemy.orm import Session
 
+from keepgreen.adapters.db.flaky_rows import chunks, of_tests
+from keepgreen.adapters.db.tables import TestFailureTemplateRow
 from keepgreen.adapters.db.types import UtcDateTime
 from keepgreen.app.flaky.store import UploadRecord
 from keepgreen.app.flaky.tally import TestTally, day_of, hour_of
+from keepgreen.core.flaky.failures import FailureCount, FailureTemplate, absorb_failures
 from keepgreen.core.flaky.monitors import NO_MONITOR_ACTIVE, TestStatus
 
 # last_seen_at moves at most this often: rewriting every test's row on every upload would
@@ -148,21 +152,24 @@ class UploadWriter:
         if codeowners:
             execute(self._owners_changed(), values)
         execute(_FAILED_RESULTS, values)
+        execute(self._failure_days(), values)
         if roll_up:
             execute(self._totals("test_hour_totals", "hour"), values)
             execute(self._totals("test_day_totals", "day"), values)
             if by_branch:
                 execute(self._hours(), values)
             execute(self._commits(), values)
-            self._failure_summaries(upload, ordered)
         if self._postgresql:
-            # The detection that follows reads row by row through the keys (of_tests).
+            # The detection that follows reads row by row through the keys (of_tests), as
+            # the failure templates below are.
             execute(text("RESET enable_nestloop"))
         else:
             # PostgreSQL empties them at commit; SQLite's would keep this upload's names in
             # the pooled connection (200,000 rows for a big one) until the next upload.
             for table in _STAGING:
                 execute(text(f"DELETE FROM temp.{table}"))
+        if roll_up:
+            self._failure_templates(upload, [test for test in ordered if test.failures])
         return added
 
     # --- staging --------------------------------------------------------------------------
@@ -241,9 +248,14 @@ class UploadWriter:
         staged = f"(SELECT s2.owners FROM {_TESTS} s2 WHERE s2.test_case_id = test_cases.id)"
         return self._update(f"codeowners = {self._json(staged)}", _OWNED)
 
+    def _least(self, left: str, right: str) -> str:
+        return self._extreme("LEAST" if self._postgresql else "MIN", left, right)
+
     def _greatest(self, left: str, right: str) -> str:
+        return self._extreme("GREATEST" if self._postgresql else "MAX", left, right)
+
+    def _extreme(self, pick: str, left: str, right: str) -> str:
         # Both are NULL when an argument is; coalesce falls back to whichever is set.
-        pick = "GREATEST" if self._postgresql else "MAX"
         return f"COALESCE({pick}({left}, {right}), {left}, {right})"
 
     def _totals(self, table: str, bucket: str) -> TextClause:
@@ -294,34 +306,83 @@ class UploadWriter:
             f" last_run_at = {self._greatest(f'{table}.last_run_at', 'excluded.last_run_at')}"
         ).bindparams(*_at("now"))
 
-    def _failure_summaries(self, upload: UploadRecord, tests: Sequence[TestTally]) -> None:
-        rows = [
-            {
-                "repository_id": upload.repository_id,
-                "test_case_id": test.test_id,
-                "day": day_of(upload.received_at),
-                "summary_key": key,
-                "summary": summary,
-                "occurrences": occurrences,
-                "last_at": upload.received_at,
-            }
-            for test in tests
-            if test.failures
-            for key, summary, occurrences in test.summary_counts()
-        ]
-        if not rows:
-            return
-        rows.sort(key=lambda row: (row["test_case_id"], row["summary_key"]))
-        table = "test_failure_summaries"
-        statement = text(
-            f"INSERT INTO {table} (repository_id, test_case_id, day, summary_key, summary,"
-            " occurrences, last_at) VALUES (:repository_id, :test_case_id, :day, :summary_key,"
-            " :summary, :occurrences, :last_at)"
-            " ON CONFLICT (repository_id, test_case_id, day, summary_key) DO UPDATE SET"
-            f" occurrences = {table}.occurrences + excluded.occurrences,"
+    def _failure_days(self) -> TextClause:
+        table = "test_failure_days"
+        return text(
+            f"INSERT INTO {table} (repository_id, day, test_case_id, failures, first_at, last_at)"
+            f" SELECT :repository_id, :day, test_case_id, COUNT(*), :now, :now FROM {_FAILURES}"
+            " GROUP BY test_case_id ORDER BY test_case_id"
+            " ON CONFLICT (repository_id, day, test_case_id) DO UPDATE SET"
+            f" failures = {table}.failures + excluded.failures,"
+            f" first_at = {self._least(f'{table}.first_at', 'excluded.first_at')},"
             f" last_at = {self._greatest(f'{table}.last_at', 'excluded.last_at')}"
+        ).bindparams(*_at("day", "now"))
+
+    def _failure_templates(self, upload: UploadRecord, failing: Sequence[TestTally]) -> None:
+        """Mines the upload's failures into each failing test's templates of the day, and
+        writes the templates that changed.
+
+        Read, mined and written while the transaction holds the tests' rows (on PostgreSQL;
+        SQLite writes one transaction at a time), so two uploads failing the same test at
+        once grow its templates one after the other.
+        """
+        if not failing:
+            return
+        day = day_of(upload.received_at)
+        stored = self._stored_templates(upload.repository_id, day, [t.test_id for t in failing])
+        rows = []
+        for test in failing:
+            before = stored.get(test.test_id, [])
+            counts = [
+                FailureCount(summary, occurrences, upload.received_at)
+                for _key, summary, occurrences in test.summary_counts()
+            ]
+            after = absorb_failures(before, counts)
+            rows += [
+                {
+                    "repository_id": upload.repository_id,
+                    "test_case_id": test.test_id,
+                    "day": day,
+                    "position": position,
+                    "summary": template.summary,
+                    "occurrences": template.count,
+                    "last_at": template.last_at,
+                }
+                for position, template in enumerate(after)
+                if position >= len(before) or template != before[position]
+            ]
+        table = "test_failure_templates"
+        statement = text(
+            f"INSERT INTO {table} (repository_id, test_case_id, day, position, summary,"
+            " occurrences, last_at) VALUES (:repository_id, :test_case_id, :day, :position,"
+            " :summary, :occurrences, :last_at)"
+            " ON CONFLICT (repository_id, test_case_id, day, position) DO UPDATE SET"
+            " summary = excluded.summary, occurrences = excluded.occurrences,"
+            " last_at = excluded.last_at"
         ).bindparams(*_at("day", "last_at"))
         self._session.execute(statement, rows)
+
+    def _stored_templates(
+        self, repository_id: str, day: datetime, ids: list[str]
+    ) -> dict[str, list[FailureTemplate]]:
+        found: dict[str, list[FailureTemplate]] = defaultdict(list)
+        templates = TestFailureTemplateRow
+        for chunk in chunks(ids):
+            query = select(
+                templates.test_case_id,
+                templates.position,
+                templates.summary,
+                templates.occurrences,
+                templates.last_at,
+            ).where(templates.repository_id == repository_id)
+            query = of_tests(
+                self._session, query, templates.test_case_id, chunk, at=(templates.day, [day])
+            )
+            for test_id, _position, summary, occurrences, last_at in sorted(
+                self._session.execute(query), key=lambda row: (row[0], row[1])
+            ):
+                found[test_id].append(FailureTemplate(summary, occurrences, last_at))
+        return found
 
 
 # Only failed attempts are kept one by one: the listings and the merge queue read those; a

@@ -7,10 +7,11 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, func, select
+from sqlalchemy import ColumnElement, Select, Subquery, and_, func, not_, select, union_all
 from sqlalchemy.orm import Session
 
 from keepgreen.adapters.db.flaky_rows import (
+    FAILED_ON_COMMIT,
     TEST_CASES,
     chunks,
     day_of,
@@ -24,7 +25,8 @@ from keepgreen.adapters.db.tables import (
     TestCaseRow,
     TestCommitRow,
     TestDayTotalRow,
-    TestFailureRow,
+    TestFailureDayRow,
+    TestFailureTemplateRow,
     TestHourTotalRow,
     TestResultRow,
     TestStatusChangeRow,
@@ -75,22 +77,53 @@ class SqlFlakyListings:
         )
         return [test_case_of(row) for row in rows]
 
-    def _failing(
-        self, repository_id: RepositoryId, start: datetime, end: datetime
-    ) -> ColumnElement[bool]:
-        # Through ix_test_results_failed_at: every stored result is a failed attempt now, and
-        # the index holds the test too, so the rows themselves are not read.
-        return and_(
-            TestResultRow.repository_id == repository_id,
-            TestResultRow.outcome == "failed",
-            TestResultRow.at >= start,
-            TestResultRow.at < end,
-        )
+    def _failing(self, repository_id: RepositoryId, start: datetime, end: datetime) -> Subquery:
+        """(test, failed attempts) rows whose sums per test are the test's failed attempts in
+        [start, end).
+
+        A test's day that lies wholly in the window (its first and last failure of the day in
+        it) is counted from test_failure_days; only the days at the window's ends can be cut,
+        and there a test failing on both sides of the cut is counted from its raw results.
+        """
+        days, results = TestFailureDayRow, TestResultRow
+        whole = and_(days.first_at >= start, days.last_at < end)
+        parts = [
+            select(days.test_case_id, days.failures).where(
+                days.repository_id == repository_id,
+                days.day >= day_of(start),
+                days.day < end,
+                whole,
+            )
+        ]
+        for edge in sorted({day_of(start), day_of(end)}):
+            if edge >= end:
+                continue
+            # Counted per cut test (a subquery, so that no plan walks the raw results of the
+            # whole day first); a test that failed only outside the window counts 0.
+            in_window = (
+                select(func.count())
+                .where(
+                    results.repository_id == repository_id,
+                    results.test_case_id == days.test_case_id,
+                    results.outcome == "failed",
+                    results.at >= max(start, edge),
+                    results.at < min(end, edge + timedelta(days=1)),
+                )
+                .scalar_subquery()
+            )
+            parts.append(
+                select(days.test_case_id, in_window).where(
+                    days.repository_id == repository_id, days.day == edge, not_(whole)
+                )
+            )
+        return union_all(*parts).subquery("failing")
 
     def count_failing(self, repository_id: RepositoryId, start: datetime, end: datetime) -> int:
+        failing = self._failing(repository_id, start, end)
+        tests = select(failing.c.test_case_id).group_by(failing.c.test_case_id)
         return self._count(
-            select(func.count(func.distinct(TestResultRow.test_case_id))).where(
-                self._failing(repository_id, start, end)
+            select(func.count()).select_from(
+                tests.having(func.sum(failing.c.failures) > 0).subquery()
             )
         )
 
@@ -104,12 +137,13 @@ class SqlFlakyListings:
         limit: int,
     ) -> tuple[Sequence[TestCase], int]:
         # One pass: the page and the count of every failing test come from the same grouping.
-        failures = func.count().label("failures")
+        failing = self._failing(repository_id, start, end)
+        failures = func.sum(failing.c.failures).label("failures")
         rows = self._session.execute(
-            select(TestResultRow.test_case_id, failures, func.count().over().label("total"))
-            .where(self._failing(repository_id, start, end))
-            .group_by(TestResultRow.test_case_id)
-            .order_by(failures.desc(), TestResultRow.test_case_id)
+            select(failing.c.test_case_id, failures, func.count().over().label("total"))
+            .group_by(failing.c.test_case_id)
+            .having(failures > 0)
+            .order_by(failures.desc(), failing.c.test_case_id)
             .offset(offset)
             .limit(limit)
         ).all()
@@ -189,7 +223,7 @@ class SqlFlakyListings:
                     TestCommitRow.pr_number.is_not(None),
                     # Said, though last_failure_at implies it: the test's failing rows are then
                     # read through ix_test_commit_rollups_failing_test, a partial index.
-                    TestCommitRow.failures > 0,
+                    FAILED_ON_COMMIT,
                     TestCommitRow.last_failure_at >= since,
                 )
                 .group_by(TestCommitRow.test_case_id)
@@ -204,25 +238,18 @@ class SqlFlakyListings:
     def failure_counts(
         self, repository_id: RepositoryId, ids: Collection[str], since: datetime
     ) -> Mapping[str, list[FailureCount]]:
+        """Each test's failure templates of the days since `since`, one per template and day
+        (a listing mines them together).
+        """
         found: dict[str, list[FailureCount]] = defaultdict(list)
+        templates = TestFailureTemplateRow
         for chunk in chunks(ids):
-            query = (
-                select(
-                    TestFailureRow.test_case_id,
-                    TestFailureRow.summary_key,
-                    func.max(TestFailureRow.summary),
-                    func.sum(TestFailureRow.occurrences),
-                    func.max(TestFailureRow.last_at),
-                )
-                .where(
-                    TestFailureRow.repository_id == repository_id,
-                    TestFailureRow.day >= day_of(since),
-                )
-                .group_by(TestFailureRow.test_case_id, TestFailureRow.summary_key)
-            )
+            query = select(
+                templates.test_case_id, templates.summary, templates.occurrences, templates.last_at
+            ).where(templates.repository_id == repository_id, templates.day >= day_of(since))
             rows = self._session.execute(
-                of_tests(self._session, query, TestFailureRow.test_case_id, chunk)
+                of_tests(self._session, query, templates.test_case_id, chunk)
             )
-            for test_id, _key, summary, occurrences, last_at in rows:
-                found[test_id].append(FailureCount(str(summary), int(occurrences), last_at))
+            for test_id, summary, occurrences, last_at in rows:
+                found[test_id].append(FailureCount(summary, occurrences, last_at))
         return found

@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from keepgreen.adapters.db.flaky_ingest import UploadWriter
 from keepgreen.adapters.db.flaky_rows import (
+    FAILED_ON_COMMIT,
     chunks,
     hour_of,
     load_tests,
@@ -44,7 +45,8 @@ from keepgreen.adapters.db.tables import (
     TestCaseRow,
     TestCommitRow,
     TestDayTotalRow,
-    TestFailureRow,
+    TestFailureDayRow,
+    TestFailureTemplateRow,
     TestHourRow,
     TestHourTotalRow,
     TestResultRow,
@@ -221,7 +223,7 @@ class SqlFlakyStore:
                 select(TestCommitRow.test_case_id).where(
                     TestCommitRow.repository_id == repository_id,
                     TestCommitRow.commit_sha == commit_sha,
-                    TestCommitRow.failures > 0,
+                    FAILED_ON_COMMIT,
                     *also,
                 )
             )
@@ -284,7 +286,7 @@ class SqlFlakyStore:
         branches: Collection[str] | None = None,
     ) -> Mapping[str, list[CommitRuns]]:
         # Through ix_test_commit_rollups_failing_test: a test's passing rows are never read.
-        wanted = [TestCommitRow.failures > 0, TestCommitRow.last_run_at >= since]
+        wanted = [FAILED_ON_COMMIT, TestCommitRow.last_run_at >= since]
         if branches is not None:
             wanted.append(or_(TestCommitRow.passes > 0, TestCommitRow.branch.in_(sorted(branches))))
         found: dict[str, list[CommitRuns]] = defaultdict(list)
@@ -523,11 +525,13 @@ class SqlFlakyStore:
         deleted = 0
         statements = [
             delete(TestResultRow).where(TestResultRow.at < results_before),
+            # A day's count outlives its results only while some of them are kept.
+            delete(TestFailureDayRow).where(TestFailureDayRow.last_at < results_before),
             delete(TestUploadRow).where(TestUploadRow.received_at < results_before),
             delete(TestHourRow).where(TestHourRow.hour < rollups_before),
             delete(TestHourTotalRow).where(TestHourTotalRow.hour < rollups_before),
             delete(TestDayTotalRow).where(TestDayTotalRow.day < rollups_before),
-            delete(TestFailureRow).where(TestFailureRow.day < rollups_before),
+            delete(TestFailureTemplateRow).where(TestFailureTemplateRow.day < rollups_before),
             delete(TestCommitRow).where(TestCommitRow.last_run_at < rollups_before),
         ]
         for statement in statements:

@@ -566,11 +566,14 @@ class TestCommitRow(Base):
             postgresql_where=text("failures > 0"),
             sqlite_where=text("failures > 0"),
         ),
-        # A test's failing commits: about one row in thirty, so a small index.
+        # A test's failing commits: about one row in thirty, so a small index. It holds what
+        # the PRs a test impacted are counted from, so that count reads the index alone.
         Index(
             "ix_test_commit_rollups_failing_test",
             "repository_id",
             "test_case_id",
+            "last_failure_at",
+            "pr_number",
             postgresql_where=text("failures > 0"),
             sqlite_where=text("failures > 0"),
         ),
@@ -590,16 +593,43 @@ class TestCommitRow(Base):
     runs: Mapped[int] = mapped_column(Integer)  # uploads that ran the test on this commit
 
 
-class TestFailureRow(Base):
-    """Rollup: how often one normalised failure summary occurred for one test on one day."""
+class TestFailureDayRow(Base):
+    """Rollup: one test's failed attempts of one day (UTC), every upload counted, and the
+    first and last of them: what list-failing-tests ranks by.
 
-    __tablename__ = "test_failure_summaries"
+    A day lying wholly in a listing's window is counted from here; only a day the window cuts
+    through, for a test that failed on both sides of the cut, is counted from the raw results.
+    Keyed by day first, so a window reads its days' rows side by side.
+    """
+
+    __tablename__ = "test_failure_days"
+    __table_args__ = ({"sqlite_with_rowid": False},)
+
+    repository_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    day: Mapped[datetime] = mapped_column(UtcDateTime(), primary_key=True)
+    test_case_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    failures: Mapped[int] = mapped_column(Integer)
+    first_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    last_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class TestFailureTemplateRow(Base):
+    """Rollup: one template of one test's failure summaries on one day, with how often it
+    occurred and when last (field notes §5).
+
+    Each upload mines its failures into the day's templates of the test (absorb_failures), so
+    a listing mines a few templates per test and day instead of every distinct summary.
+    `position` is the template's place among the test's templates of the day, which a
+    template keeps as it grows.
+    """
+
+    __tablename__ = "test_failure_templates"
     __table_args__ = (_of_test_case(),)
 
     repository_id: Mapped[str] = mapped_column(ID, primary_key=True)
     test_case_id: Mapped[str] = mapped_column(ID, primary_key=True)
     day: Mapped[datetime] = mapped_column(UtcDateTime(), primary_key=True)
-    summary_key: Mapped[str] = mapped_column(String(32), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     summary: Mapped[str] = mapped_column(Text)
     occurrences: Mapped[int] = mapped_column(Integer)
     last_at: Mapped[datetime] = mapped_column(UtcDateTime())

@@ -312,16 +312,36 @@ def mine_templates(
     common forms), so the result does not depend on its order. Ties in the result are broken
     by the latest `last_at`, then by summary.
     """
+    templates = absorb_failures((), counts, similarity=similarity)
+    templates.sort(key=lambda t: t.summary)
+    templates.sort(key=lambda t: (t.count, t.last_at), reverse=True)
+    return templates[: max(limit, 0)]
+
+
+def absorb_failures(
+    templates: Sequence[FailureTemplate],
+    counts: Sequence[FailureCount],
+    *,
+    similarity: float = 0.6,
+) -> list[FailureTemplate]:
+    """`templates` (mined before) with `counts` mined into them, as `mine_templates` mines.
+
+    What an upload does to the templates stored for a test and a day: position i of the
+    answer is `templates[i]`, grown by the summaries that joined it (so a template keeps its
+    place, and the caller rewrites only those that changed); the templates the new summaries
+    started follow, in the order they were started. Stored templates are never merged with
+    each other, only joined.
+    """
     if not 0.0 < similarity <= 1.0:
         raise ValueError(f"similarity must be in (0, 1], not {similarity}")
     groups: dict[tuple[int, str], list[_Group]] = {}
+    started = [_start(groups, t.summary, t.count, t.last_at) for t in templates]
     for item in sorted(counts, key=lambda c: (-c.count, c.summary, c.last_at)):
         tokens = item.summary.split()
-        candidates = groups.setdefault((len(tokens), tokens[0] if tokens else ""), [])
+        candidates = groups.get((len(tokens), tokens[0] if tokens else ""), [])
         best = _most_similar(candidates, tokens, similarity)
         if best is None:
-            wildcards = tokens.count(WILDCARD)
-            candidates.append(_Group(tokens, item.summary, item.count, item.last_at, wildcards))
+            started.append(_start(groups, item.summary, item.count, item.last_at))
             continue
         merged = [a if a == b else WILDCARD for a, b in zip(best.tokens, tokens, strict=True)]
         if merged != best.tokens:
@@ -330,14 +350,16 @@ def mine_templates(
             best.wildcards = merged.count(WILDCARD)
         best.count += item.count
         best.last_at = max(best.last_at, item.last_at)
-    templates = [
-        FailureTemplate(group.summary, group.count, group.last_at)
-        for candidates in groups.values()
-        for group in candidates
-    ]
-    templates.sort(key=lambda t: t.summary)
-    templates.sort(key=lambda t: (t.count, t.last_at), reverse=True)
-    return templates[: max(limit, 0)]
+    return [FailureTemplate(group.summary, group.count, group.last_at) for group in started]
+
+
+def _start(
+    groups: dict[tuple[int, str], list[_Group]], summary: str, count: int, last_at: datetime
+) -> _Group:
+    tokens = summary.split()
+    group = _Group(tokens, summary, count, last_at, tokens.count(WILDCARD))
+    groups.setdefault((len(tokens), tokens[0] if tokens else ""), []).append(group)
+    return group
 
 
 def _most_similar(groups: list[_Group], tokens: list[str], similarity: float) -> _Group | None:
