@@ -500,6 +500,16 @@ def test_variants_of_one_timeout_become_one_template() -> None:
     ]
 
 
+def test_two_word_summaries_of_one_exception_type_make_one_template() -> None:
+    keys = ["'cache_372'", "'user_528'", "'token_891'"]
+    counts = [FailureCount(f"KeyError: {key}", 1, at(n)) for n, key in enumerate(keys)]
+    counts.append(FailureCount("ValueError: 'cache_372'", 1, at(9)))
+    assert mine_templates(counts) == [
+        FailureTemplate("KeyError: <*>", 3, at(2)),
+        FailureTemplate("ValueError: 'cache_372'", 1, at(9)),
+    ]
+
+
 def test_a_summary_alone_is_its_own_template() -> None:
     only = FailureCount("Timeout after <duration> waiting for host <ip>", 2, at(1))
     assert mine_templates([only]) == [FailureTemplate(only.summary, 2, at(1))]

@@ -99,13 +99,13 @@ class SqlFlakyListings:
             if edge >= end:
                 continue
             # Counted per cut test (a subquery, so that no plan walks the raw results of the
-            # whole day first); a test that failed only outside the window counts 0.
+            # whole day first), through ix_test_results_test_case_at alone: every stored result
+            # is a failed attempt. A test that failed only outside the window counts 0.
             in_window = (
                 select(func.count())
                 .where(
                     results.repository_id == repository_id,
                     results.test_case_id == days.test_case_id,
-                    results.outcome == "failed",
                     results.at >= max(start, edge),
                     results.at < min(end, edge + timedelta(days=1)),
                 )
