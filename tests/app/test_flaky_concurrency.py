@@ -35,10 +35,18 @@ def test_parallel_uploads_on_one_commit_all_count(
 ) -> None:
     org = container.admin.authenticate(token)
     assert org is not None
-    metadata = UploadMetadata(repo=REPO, org_url_slug="acme", commit_sha="c" * 40, branch="main")
 
     def upload(job: int) -> UploadSummary:
         # Half the jobs list the tests backwards; odd jobs fail test_000, even ones pass it.
+        # Each job is its own (the same reports from the same job would be one upload, sent
+        # twice).
+        metadata = UploadMetadata(
+            repo=REPO,
+            org_url_slug="acme",
+            commit_sha="c" * 40,
+            branch="main",
+            job_url=f"https://ci.example/job/{job}",
+        )
         names = TESTS if job % 2 else list(reversed(TESTS))
         report = junit(names, failing={"test_000"} if job % 2 else set())
         return container.ingest.upload(
@@ -48,10 +56,14 @@ def test_parallel_uploads_on_one_commit_all_count(
     with ThreadPoolExecutor(max_workers=4) as pool:
         summaries = list(pool.map(upload, range(8)))
     assert [summary.tests for summary in summaries] == [len(TESTS)] * 8
+    assert len({summary.upload_id for summary in summaries}) == 8
     page = container.flaky.list_unhealthy(OrgId(org), REPO, TestStatus.FLAKY, size=10, token="")
     assert [view.test.name for view in page.tests] == ["test_000"]
     details = container.flaky.details(OrgId(org), REPO, page.tests[0].test.id)
     assert details.view.failure_rate_last_7d == 0.5  # 4 failures in 8 runs, none lost
+    # Each upload grew the day's template of the test in turn: no count was written over.
+    assert details.view.most_common_failures is not None
+    assert [(t.summary, t.count) for t in details.view.most_common_failures] == [("x", 4)]
 
 
 def test_twenty_shards_of_one_run_at_once_lose_nothing_and_never_deadlock(
@@ -95,3 +107,5 @@ def test_twenty_shards_of_one_run_at_once_lose_nothing_and_never_deadlock(
     )
     # Seven of the twenty shards (0, 3, ..., 18) failed it: none of the runs was lost.
     assert details.view.failure_rate_last_7d == pytest.approx(7 / 20)
+    assert details.view.most_common_failures is not None
+    assert [(t.summary, t.count) for t in details.view.most_common_failures] == [("x", 7)]
