@@ -42,7 +42,8 @@ Columns = TypeVarTuple("Columns")
 
 # A commit's roll-up with a failure: `failures > 0` written out, as the partial indexes on the
 # roll-ups say it. From a bound 0 SQLite cannot tell that the index's rows are all failing,
-# and reads each row to check (8x slower for the PRs a page's tests impacted).
+# and reads each row to check (8x slower for the PRs a page's tests impacted); and the generic
+# plan PostgreSQL makes for a statement psycopg has prepared cannot use the index at all.
 FAILED_ON_COMMIT = TestCommitRow.failures > literal_column("0")
 
 
