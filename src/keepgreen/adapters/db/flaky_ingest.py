@@ -351,6 +351,8 @@ class UploadWriter:
                 for position, template in enumerate(after)
                 if position >= len(before) or template != before[position]
             ]
+        if not rows:
+            return
         table = "test_failure_templates"
         statement = text(
             f"INSERT INTO {table} (repository_id, test_case_id, day, position, summary,"
