@@ -83,7 +83,7 @@ class SqlFlakyListings:
 
         A test's day that lies wholly in the window (its first and last failure of the day in
         it) is counted from test_failure_days; only the days at the window's ends can be cut,
-        and there a test failing on both sides of the cut is counted from its raw results.
+        and a test's cut day is counted from its raw results.
         """
         days, results = TestFailureDayRow, TestResultRow
         whole = and_(days.first_at >= start, days.last_at < end)

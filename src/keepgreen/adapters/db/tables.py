@@ -472,8 +472,8 @@ class TestResultRow(Base):
     __tablename__ = "test_results"
     __table_args__ = (
         _of_test_case(),
-        # Ends with the test: listing failing tests reads this index alone.
-        Index("ix_test_results_failed_at", "repository_id", "outcome", "at", "test_case_id"),
+        # A test's failed attempts in a time range: what list-failing-tests counts on a day its
+        # window cuts through (it ranks from test_failure_days otherwise).
         Index("ix_test_results_test_case_at", "repository_id", "test_case_id", "at"),
     )
 
@@ -597,8 +597,9 @@ class TestFailureDayRow(Base):
     """Rollup: one test's failed attempts of one day (UTC), every upload counted, and the
     first and last of them: what list-failing-tests ranks by.
 
-    A day lying wholly in a listing's window is counted from here; only a day the window cuts
-    through, for a test that failed on both sides of the cut, is counted from the raw results.
+    A day lying wholly in a listing's window is counted from here; a test's day the window
+    cuts through (not all of that day's failures in the window) is counted from the raw
+    results.
     Keyed by day first, so a window reads its days' rows side by side.
     """
 
