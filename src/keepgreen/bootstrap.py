@@ -29,10 +29,12 @@ from keepgreen.adapters.git.refnames import is_valid_ref_name
 from keepgreen.adapters.git.remote_host import CodeHosts, RemoteGitHost, mirror_path
 from keepgreen.adapters.git.survey import RepositorySurveyor
 from keepgreen.adapters.github.client import CHECK_RUN_NAME, GithubAppClient
+from keepgreen.adapters.github.sign_in import GithubSignIn
 from keepgreen.adapters.junit import ReportError, TooManyResults, parse_report
 from keepgreen.adapters.owners import OwnersFile, read_codeowners
 from keepgreen.adapters.trunk import parse_test_report, read_bundle, read_uploader_report
 from keepgreen.app.admin import AdminService
+from keepgreen.app.dashboard import DashboardService
 from keepgreen.app.engine import QueueEngine
 from keepgreen.app.errors import InvalidInput
 from keepgreen.app.flaky.bundles import BundleUploadService
@@ -53,6 +55,7 @@ from keepgreen.app.queue_history import QueueHistoryService
 from keepgreen.app.queues import QueueService
 from keepgreen.app.telemetry import Telemetry
 from keepgreen.app.testing import StatusService, TestingService
+from keepgreen.app.web_sessions import WebSessionService
 from keepgreen.app.worker import Worker, WorkerSettings
 from keepgreen.core.flaky.results import CaseResult
 from keepgreen.core.model import Repository
@@ -126,6 +129,8 @@ class Container:
     bundles: BundleUploadService  # Trunk's uploader: its upload URLs and bundles
     flaky: FlakyReadService
     flaky_manage: FlakyManageService
+    dashboard: DashboardService  # what the web dashboard's merge-queue pages show
+    web_sessions: WebSessionService  # dashboard sign-ins
     housekeeping: Housekeeping
     telemetry: Telemetry  # the keepgreen_* metrics of this process (GET /metrics)
     metrics_token: SecretStr | None  # opens GET /metrics; None: /metrics refuses everyone
@@ -138,6 +143,19 @@ class Container:
     def close(self) -> None:
         self.runner.close(wait=False)
         self.engine.dispose()
+
+
+def github_sign_in(settings: Settings) -> GithubSignIn | None:
+    """The dashboard's "Sign in with GitHub", when the App's OAuth client is configured."""
+    client_secret = settings.github_client_secret()
+    if client_secret is None or settings.github_client_id is None:
+        return None
+    return GithubSignIn(
+        web_url=settings.github_web_url(),
+        api_url=settings.github_api_url,
+        client_id=settings.github_client_id,
+        client_secret=client_secret,
+    )
 
 
 def bootstrap(
@@ -337,6 +355,14 @@ def bootstrap(
         ),
         flaky=FlakyReadService(unit_of_work, clock=clock),
         flaky_manage=FlakyManageService(unit_of_work, detector=detector, clock=clock),
+        dashboard=DashboardService(
+            unit_of_work,
+            clock=clock,
+            queues=queues,
+            pull_requests=pull_requests,
+            logs=runner.read_log,
+        ),
+        web_sessions=WebSessionService(unit_of_work, clock=clock, github=github_sign_in(settings)),
         housekeeping=housekeeping,
         telemetry=telemetry,
         metrics_token=metrics_token,

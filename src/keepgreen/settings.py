@@ -83,6 +83,10 @@ class Settings(BaseSettings):
     github_private_key_file: Path | None = None
     github_webhook_secret_file: Path | None = None
     github_api_url: str = "https://api.github.com"
+    # The App's OAuth client (its "Client ID" and a client secret): set, the dashboard offers
+    # "Sign in with GitHub" to the members of the installations linked to keepgreen orgs.
+    github_client_id: Annotated[str, Field(min_length=1, max_length=100)] | None = None
+    github_client_secret_file: Path | None = None
     # The label that queues a PR when added (and cancels it when removed).
     github_merge_label: Annotated[str, Field(min_length=1, max_length=50)] = "keepgreen-merge"
     # Without webhooks (one lost, or none configured) the worker still re-reads each queued
@@ -108,6 +112,30 @@ class Settings(BaseSettings):
                 "gives it (-----BEGIN RSA PRIVATE KEY-----)"
             )
         return SecretStr(key)
+
+    def github_client_secret(self) -> SecretStr | None:
+        """The App's OAuth client secret, or None when sign-in with GitHub is not configured;
+        the client id and the secret file go together.
+        """
+        if self.github_client_id is None and self.github_client_secret_file is None:
+            return None
+        if self.github_client_id is None or self.github_client_secret_file is None:
+            raise SettingsError(
+                "KEEPGREEN_GITHUB_CLIENT_ID and KEEPGREEN_GITHUB_CLIENT_SECRET_FILE go together: "
+                "set both to let people sign in to the dashboard with GitHub"
+            )
+        return _one_line_secret(
+            "KEEPGREEN_GITHUB_CLIENT_SECRET_FILE", self.github_client_secret_file, "client secret"
+        )
+
+    def github_web_url(self) -> str:
+        """Where people sign in to GitHub: github.com for api.github.com, else the API's host
+        (GitHub Enterprise Server serves its API under /api/v3).
+        """
+        api = self.github_api_url.rstrip("/")
+        if api == "https://api.github.com":
+            return "https://github.com"
+        return api.removesuffix("/api/v3")
 
     def metrics_token(self) -> SecretStr | None:
         """The operator's /metrics token from KEEPGREEN_METRICS_TOKEN_FILE, or None when unset.
@@ -138,13 +166,11 @@ class Settings(BaseSettings):
         """
         if self.github_webhook_secret_file is None:
             return None
-        name = "KEEPGREEN_GITHUB_WEBHOOK_SECRET_FILE"
-        secret = _read_secret(name, self.github_webhook_secret_file)
-        if not secret or "\n" in secret:
-            raise SettingsError(
-                f"{name}: the file must hold the App's webhook secret alone on one line"
-            )
-        return SecretStr(secret)
+        return _one_line_secret(
+            "KEEPGREEN_GITHUB_WEBHOOK_SECRET_FILE",
+            self.github_webhook_secret_file,
+            "App's webhook secret",
+        )
 
     def readonly_paths(self) -> list[Path]:
         """KEEPGREEN_CI_READONLY_PATHS as absolute paths; one that would show the data dir
@@ -177,6 +203,14 @@ def _with_driver(url: str) -> str:
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url.removeprefix(prefix)
     return url
+
+
+def _one_line_secret(name: str, path: Path, what: str) -> SecretStr:
+    """A secret alone on one line of its file (surrounding whitespace dropped)."""
+    secret = _read_secret(name, path)
+    if not secret or "\n" in secret:
+        raise SettingsError(f"{name}: the file must hold the {what} alone on one line")
+    return SecretStr(secret)
 
 
 def _read_secret(name: str, path: Path) -> str:

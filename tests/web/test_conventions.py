@@ -49,6 +49,7 @@ POST_BODIES: dict[str, dict[str, Any]] = {
     "createQueue": {"targetBranch": "release"},
     "updateQueue": {"targetBranch": "main", "concurrency": 2},
     "getQueue": {"targetBranch": "main"},
+    "getQueueAnalytics": {"targetBranch": "main"},
     "deleteQueue": {"targetBranch": "main"},
     "setCommitStatus": {"sha": SHA, "context": "ci", "state": "success"},
 }
@@ -568,7 +569,7 @@ def test_openapi_document_lists_every_path(client: TestClient, url: str) -> None
     assert response.status_code == 200
     document = response.json()
     assert document["openapi"].startswith("3.")
-    assert len(PATHS) == 13  # the merge-queue interface's 13
+    assert len(PATHS) == 14  # the merge-queue interface's 13, and keepgreen's getQueueAnalytics
     assert set(document["paths"]) == PATHS | FLAKY_PATHS | UPLOADER_PATHS
     assert document["servers"] == [{"url": "/v1"}]
 
@@ -591,13 +592,23 @@ def test_openapi_document_declares_the_token_header(client: TestClient) -> None:
     ]
 
 
-@pytest.mark.parametrize(
-    "path", ["/v1/noSuchEndpoint", "/nope", "/v2/getQueue", "/v1/getQueue/extra", "/"]
-)
+@pytest.mark.parametrize("path", ["/v1/noSuchEndpoint", "/v1/getQueue/extra", "/v1"])
 def test_unknown_path_is_404_json(client: TestClient, token: str, path: str) -> None:
     response = client.post(path, json={}, headers={"x-api-token": token})
     assert_error(response, 404, "not_found")
     assert_error(client.get(path), 404, "not_found")
+
+
+@pytest.mark.parametrize("path", ["/nope", "/v2/getQueue", "/acme"])
+def test_outside_the_api_an_api_client_gets_json_and_a_browser_a_page(
+    client: TestClient, token: str, path: str
+) -> None:
+    """Paths outside /v1 are the dashboard's: a call with a token still gets the API's JSON."""
+    response = client.post(path, json={}, headers={"x-api-token": token})
+    assert_error(response, 404, "not_found")
+    page = client.get(path)
+    assert page.status_code == 404
+    assert page.headers["content-type"].startswith("text/html")
 
 
 def test_wrong_method_is_405_json(client: TestClient, token: str) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -25,7 +24,7 @@ from keepgreen.app.ports import (
 )
 from keepgreen.core.enums import PrState, QueueState
 from keepgreen.core.git_urls import auth_problem, credentials_problem, redact_url
-from keepgreen.core.ids import OrgId, RepositoryId
+from keepgreen.core.ids import OrgId, RepositoryId, is_uuid
 from keepgreen.core.model import (
     DEFAULT_PR_REFSPEC,
     DEFAULT_TEST_BRANCH_PREFIX,
@@ -51,6 +50,22 @@ _ACTIVE_STATES = frozenset(state for state in PrState if not state.is_terminal)
 def hash_token(token: str) -> str:
     """The stored form of a token: sha256 hex. Tokens are 256 random bits, so no salt is needed."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+MAX_TOKEN_CHARS = 512
+
+
+def live_token(uow: UnitOfWork, token: str) -> StoredToken | None:
+    """The stored token a secret is, if it is live (not revoked); its hash is compared in
+    constant time.
+    """
+    if not token or len(token) > MAX_TOKEN_CHARS:
+        return None
+    candidate = hash_token(token)
+    stored = uow.tokens.find_by_hash(candidate)
+    if stored is None or not hmac.compare_digest(stored.token_hash, candidate):
+        return None
+    return None if stored.revoked_at is not None else stored
 
 
 def default_token_name(token_id: str) -> str:
@@ -203,7 +218,7 @@ class AdminService:
                 "invalid_field",
                 "TOKEN_ID is a token's id, not its secret; `keepgreen token list` shows the ids",
             )
-        if not _is_uuid(token_id):
+        if not is_uuid(token_id):
             raise InvalidInput(
                 "invalid_field", "TOKEN_ID must be a token id as `keepgreen token list` shows it"
             )
@@ -238,16 +253,9 @@ class AdminService:
         Read from the database at every call (no cache), so a revoked token is refused from
         the very next request on.
         """
-        if not token or len(token) > 512:
-            return None
-        candidate = hash_token(token)
         with self._uow(read_only=True) as uow:
-            stored = uow.tokens.find_by_hash(candidate)
-        if stored is None or not hmac.compare_digest(stored.token_hash, candidate):
-            return None
-        if stored.revoked_at is not None:
-            return None
-        return stored.org_id
+            stored = live_token(uow, token)
+        return None if stored is None else stored.org_id
 
     # -- repositories -----------------------------------------------------------------------------
 
@@ -576,14 +584,6 @@ def _queues(uow: UnitOfWork, repository_id: RepositoryId) -> tuple[QueueSummary,
 
 def _token_info(token: StoredToken, org: str) -> TokenInfo:
     return TokenInfo(token.id, org, token.name, token.created_at, token.revoked_at)
-
-
-def _is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
 
 
 def _checked_variables(names: Sequence[str]) -> tuple[str, ...]:

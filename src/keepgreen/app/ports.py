@@ -213,6 +213,14 @@ class RepositoryLocator(Protocol):
         ...
 
 
+class RunLogs(Protocol):
+    """The built-in runner's log of a test run, as kept on this host."""
+
+    def __call__(self, run_id: str, /, *, limit_bytes: int) -> bytes | None:
+        """The last `limit_bytes` of the log; None when this host holds none for the run."""
+        ...
+
+
 class RefNameCheck(Protocol):
     """git's own verdict on a name (`git check-ref-format`), for the names an operator sets."""
 
@@ -301,6 +309,28 @@ class TokenRepository(Protocol):
         ...
 
     def revoke(self, token_id: str, at: datetime) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoredWebSession:
+    """A dashboard sign-in: only the hash of the cookie's secret is kept. It lasts until
+    `expires_at`, sign-out, or the revocation of the API token it was opened with (if any).
+    """
+
+    secret_hash: str
+    org_id: OrgId
+    token_id: str | None  # None: opened by signing in with GitHub
+    created_at: datetime
+    expires_at: datetime
+
+
+class WebSessionRepository(Protocol):
+    def add(self, session: StoredWebSession) -> None: ...
+    def find(self, secret_hash: str) -> StoredWebSession | None: ...
+    def delete(self, secret_hash: str) -> None: ...
+    def delete_expired(self, now: datetime) -> int:
+        """Delete sessions that expired before `now`; how many."""
+        ...
 
 
 class RepositoryRepository(Protocol):
@@ -543,6 +573,8 @@ class UnitOfWork(Protocol):
     def orgs(self) -> OrgRepository: ...
     @property
     def tokens(self) -> TokenRepository: ...
+    @property
+    def web_sessions(self) -> WebSessionRepository: ...
     @property
     def repositories(self) -> RepositoryRepository: ...
     @property

@@ -15,7 +15,6 @@ Everything comes from the PRs' history lines (`StateChange`) of the window:
 from __future__ import annotations
 
 import statistics
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -23,7 +22,7 @@ from datetime import datetime, timedelta
 from keepgreen.app.errors import InvalidInput, NotFound
 from keepgreen.app.ports import Clock, UnitOfWork, UnitOfWorkFactory
 from keepgreen.core.enums import PrState, StateReason
-from keepgreen.core.ids import PullRequestId, QueueId, TestRunId
+from keepgreen.core.ids import PullRequestId, QueueId, TestRunId, is_uuid
 from keepgreen.core.model import Queue, QueueConfig, RepoRef, StateChange
 
 _FAILED_FOR_TESTS = frozenset({StateReason.TESTS_FAILED, StateReason.TEST_RUN_TIMEOUT})
@@ -128,7 +127,7 @@ def profile_of(
 
 def _find_queue(uow: UnitOfWork, reference: str, org_slug: str | None) -> tuple[Queue, str]:
     reference = reference.strip()
-    if _is_uuid(reference):
+    if is_uuid(reference):
         queue = uow.queues.get(QueueId(reference))
         if queue is None:
             raise NotFound("queue_not_found", f"no queue has the id {reference}")
@@ -162,14 +161,6 @@ def _find_queue(uow: UnitOfWork, reference: str, org_slug: str | None) -> tuple[
             "queue_not_found", f"repository {ref} has no merge queue for branch {branch!r}"
         )
     return queue, f"{ref}:{branch}"
-
-
-def _is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
 
 
 __all__ = ["QueueHistoryService", "QueueProfile", "profile_of"]

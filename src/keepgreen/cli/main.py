@@ -73,6 +73,7 @@ def serve(
     _log().info(
         "keepgreen serving",
         url=f"http://{host}:{port}/v1",
+        dashboard=f"http://{host}:{port}/",
         database=_redact(url),
         worker=not no_worker,
     )

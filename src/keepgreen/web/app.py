@@ -17,6 +17,7 @@ from keepgreen.web.auth import authenticate
 from keepgreen.web.body_limit import BodyLimitMiddleware
 from keepgreen.web.errors import install_error_handlers
 from keepgreen.web.observability import ObservabilityMiddleware
+from keepgreen.web.pages import install_dashboard
 from keepgreen.web.routes import (
     flaky_tests,
     github,
@@ -65,6 +66,8 @@ def create_app(settings: Settings | None = None, *, container: Container | None 
     app.include_router(trunk_uploader.router, prefix=API_PREFIX)
     app.include_router(service_metrics.router)
     app.include_router(github.router)
+    # Last: its `/{org}/...` pages must not shadow a route above.
+    install_dashboard(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=container.settings.max_body_bytes)
     # Added last, so outermost: it measures and logs what the client got, 413s included.
     app.add_middleware(ObservabilityMiddleware, telemetry=container.telemetry)

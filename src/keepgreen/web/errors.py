@@ -8,7 +8,7 @@ from typing import Any
 import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from keepgreen.app.errors import (
@@ -92,13 +92,25 @@ def describe_validation_error(errors: list[Any]) -> tuple[str, str]:
     return "invalid_request", f"{field}: {message}"
 
 
+def page_error(request: Request, status: int, message: str) -> Response | None:
+    """The dashboard's error page for a request to a page (not the API), else None."""
+    is_page = getattr(request.app.state, "is_page", None)
+    if is_page is None or not is_page(request):
+        return None
+    response: Response = request.app.state.error_page(request, status, message)
+    return response
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(KeepgreenError)
-    async def _domain(_request: Request, error: KeepgreenError) -> JSONResponse:
+    async def _domain(request: Request, error: KeepgreenError) -> Response:
         status = next((code for kind, code in _STATUS_OF.items() if isinstance(error, kind)), 400)
         headers = (
             {"Retry-After": str(error.retry_after_seconds)} if isinstance(error, Busy) else None
         )
+        shown = page_error(request, status, error.message)
+        if shown is not None:
+            return shown
         return error_response(status, error.code, error.message, headers=headers)
 
     @app.exception_handler(Unauthorized)
@@ -106,7 +118,10 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(401, "unauthorized", error.message)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+    async def _invalid(request: Request, error: RequestValidationError) -> Response:
+        shown = page_error(request, 400, "The request is not one this page accepts.")
+        if shown is not None:
+            return shown
         # Authentication is decided before input: a bad body without a token is a 401.
         authenticate = request.app.state.authenticate
         if await authenticate(request) is None:
@@ -115,7 +130,11 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(400, code, message)
 
     @app.exception_handler(HTTPException)
-    async def _http(request: Request, error: HTTPException) -> JSONResponse:
+    async def _http(request: Request, error: HTTPException) -> Response:
+        if error.status_code in (404, 405):
+            shown = page_error(request, error.status_code, "There is no such page.")
+            if shown is not None:
+                return shown
         if error.status_code == 400:
             # FastAPI refuses a body it cannot even decode (bad UTF-8, nesting too deep for the
             # JSON parser) with a bare 400: answer it as malformed JSON, after authentication.
@@ -131,8 +150,11 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(error.status_code, code, message, headers=error.headers)
 
     @app.exception_handler(Exception)
-    async def _unexpected(_request: Request, error: Exception) -> JSONResponse:
+    async def _unexpected(_request: Request, error: Exception) -> Response:
         # The route's template, not the path: a path can carry a secret (an upload URL's
         # signature).
         log.exception("unexpected error", route=route_template(_request.scope), exc_info=error)
+        shown = page_error(_request, 500, "keepgreen failed to show this page.")
+        if shown is not None:
+            return shown
         return error_response(500, "internal_error", "keepgreen failed to handle the request")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 
 from keepgreen.app.explain import Check, Evidence, Explanation
 from keepgreen.app.testing import TestRunDetails
 from keepgreen.core.enums import CommitState
 from keepgreen.core.model import Incident, Queue, QueueEntry, QueueSnapshot, RepoRef, TestRun
 from keepgreen.core.priority import DEFAULT_PRIORITY_NAME
+from keepgreen.core.queue_analytics import QueueAnalytics
 from keepgreen.core.scheduler import adaptive
 from keepgreen.web.schemas import (
     BisectionOut,
@@ -18,10 +20,13 @@ from keepgreen.web.schemas import (
     EvidenceOut,
     ExplanationOut,
     IncidentOut,
+    LeftOut,
+    QueueAnalyticsOut,
     QueueConfigOut,
     QueueOut,
     ReadinessOut,
     RunOut,
+    SpreadOut,
     StatusCheck,
     SubmittedPullRequest,
     TestedPullRequest,
@@ -247,3 +252,35 @@ def _upper(state: CommitState) -> str:
     if state in (CommitState.SKIPPED, CommitState.NEUTRAL):
         return "SUCCESS"
     return state.value.upper()
+
+
+def _seconds(delta: timedelta | None) -> float | None:
+    return None if delta is None else delta.total_seconds()
+
+
+def queue_analytics(figures: QueueAnalytics) -> QueueAnalyticsOut:
+    return QueueAnalyticsOut(
+        startTime=iso(figures.start),
+        endTime=iso(figures.end),
+        bucketSeconds=int(figures.bucket.total_seconds()),
+        merged=figures.merged,
+        mergedPerBucket=list(figures.merged_per_bucket),
+        timeInQueueSeconds={
+            part: SpreadOut(p50=_seconds(spread.p50), p95=_seconds(spread.p95))
+            for part, spread in figures.time_in_queue.items()
+        },
+        left=[
+            LeftOut(
+                state=key.partition("/")[0],
+                reason=key.partition("/")[2],
+                count=count,
+                perBucket=list(figures.left_per_bucket[key]),
+            )
+            for key, count in sorted(figures.left.items(), key=lambda item: -item[1])
+        ],
+        testRuns=figures.runs,
+        testRunsPerMergedPr=figures.runs_per_merged_pr,
+        testRunsSavedByBatching=figures.runs_saved_by_batching,
+        retries=figures.retries,
+        flakyFailuresForgiven=figures.flaky_failures_forgiven,
+    )

@@ -96,6 +96,13 @@ class QueueRequest(Request):
     targetBranch: Branch
 
 
+class QueueAnalyticsRequest(QueueRequest):
+    """A period of a queue; without times, the 24 hours up to now."""
+
+    startTime: datetime | None = None
+    endTime: datetime | None = None
+
+
 class PrRequest(QueueRequest):
     pr: PrIn
 
@@ -547,3 +554,32 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         503: "The code host could not be read",
     }
     return {code: {"model": ErrorBody, "description": descriptions[code]} for code in codes}
+
+
+class SpreadOut(Response):
+    p50: float | None
+    p95: float | None
+
+
+class LeftOut(Response):
+    state: str
+    reason: str
+    count: int
+    perBucket: list[int]
+
+
+class QueueAnalyticsOut(Response):
+    """A queue's figures over a period (keepgreen's own call; the dashboard shows the same)."""
+
+    startTime: str
+    endTime: str
+    bucketSeconds: int
+    merged: int
+    mergedPerBucket: list[int]
+    timeInQueueSeconds: dict[str, SpreadOut]
+    left: list[LeftOut]
+    testRuns: int
+    testRunsPerMergedPr: float | None
+    testRunsSavedByBatching: int
+    retries: int
+    flakyFailuresForgiven: int

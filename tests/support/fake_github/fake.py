@@ -11,7 +11,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -37,6 +37,7 @@ from tests.support.fake_github.state import (
     PullRequest,
     RecordedRequest,
     StatusRecord,
+    User,
 )
 from tests.support.fake_github.webhooks import Payloads
 from tests.support.fake_github.webhooks import deliver as deliver_webhook
@@ -96,6 +97,12 @@ class FakeGithub:
         self.violations: list[str] = []
         self._failures: list[tuple[int, float | None]] = []
         self._budgets: dict[int | None, tuple[int, int]] = {}  # caller: (used, reset epoch)
+        # The App's OAuth client, and the people who signed in through it: a code GitHub gave
+        # the browser (single use), and the user tokens it was exchanged for.
+        self.client_id = f"Iv23li{secrets.token_hex(7)}"
+        self.client_secret = secrets.token_hex(20)
+        self._codes: dict[str, User] = {}
+        self.user_tokens: dict[str, User] = {}
         self._next_id = 1000
         self.server = FakeGithubServer(self)
         self.shapes = Shapes(
@@ -554,6 +561,31 @@ class FakeGithub:
         used, limit, reset = self.rate_budget(caller)
         self._budgets[caller] = (used + 1, reset)
         return used + 1, limit, reset
+
+    def authorize(self, login: str, installation_ids: Sequence[int], redirect_uri: str) -> str:
+        """What GitHub does when `login` grants the App at /login/oauth/authorize: the code
+        it sends the browser back with (`installation_ids`: the installations they can reach).
+        """
+        code = secrets.token_hex(10)
+        with self.lock:
+            self._codes[code] = User(login, tuple(installation_ids), redirect_uri)
+        return code
+
+    def exchange_code(self, form: Mapping[str, str]) -> dict[str, str]:
+        """POST /login/oauth/access_token, as GitHub answers it (200 even when it refuses)."""
+        if (form.get("client_id"), form.get("client_secret")) != (
+            self.client_id,
+            self.client_secret,
+        ):
+            return {"error": "incorrect_client_credentials"}
+        user = self._codes.pop(form.get("code", ""), None)
+        if user is None:
+            return {"error": "bad_verification_code"}
+        if form.get("redirect_uri", user.redirect_uri) != user.redirect_uri:
+            return {"error": "redirect_uri_mismatch"}
+        token = "ghu_" + secrets.token_urlsafe(27)[:36]
+        self.user_tokens[token] = user
+        return {"access_token": token, "token_type": "bearer", "scope": ""}
 
     def live_token(self, token: str) -> IssuedToken | None:
         now = time.time()

@@ -60,6 +60,7 @@ class RestApi:
             "apps/create-installation-access-token": self.create_token,
             "apps/list-repos-accessible-to-installation": self.list_installation_repos,
             "rate-limit/get": self.rate_limit,
+            "apps/list-installations-for-authenticated-user": self.list_user_installations,
             "repos/get": self.get_repo,
             "repos/get-collaborator-permission-level": self.get_permission,
             "pulls/list": self.list_pulls,
@@ -92,6 +93,26 @@ class RestApi:
         if installation is None:
             raise NotFound
         return Answer(200, self.shapes.installation(installation))
+
+    def list_user_installations(self, call: Call) -> Answer:
+        """The App's installations the calling user can reach, a page at a time."""
+        assert call.installation_id is not None  # a user's caller number (see _authenticate)
+        user = list(self.fake.user_tokens.values())[-1 - call.installation_id]
+        reachable = [
+            self.fake.installations[i]
+            for i in sorted(user.installation_ids)
+            if i in self.fake.installations
+        ]
+        per_page = int(call.query.get("per_page", "30"))
+        page = int(call.query.get("page", "1"))
+        shown = reachable[(page - 1) * per_page : page * per_page]
+        return Answer(
+            200,
+            {
+                "total_count": len(reachable),
+                "installations": [self.shapes.installation(i) for i in shown],
+            },
+        )
 
     def create_token(self, call: Call) -> Answer:
         installation_id = int(call.params["installation_id"])

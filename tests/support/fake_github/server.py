@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from tests.support.fake_github.fake import FakeGithub
 
 API_PREFIX = "/api/v3"
+OAUTH_TOKEN_PATH = "/login/oauth/access_token"
+# Operations a user's OAuth token calls (the App's own token cannot).
+USER_OPERATIONS = frozenset({"apps/list-installations-for-authenticated-user"})
 GIT_PREFIX = "/git"
 # Longest life GitHub accepts for an App's JWT.
 MAX_JWT_SECONDS = 600
@@ -100,7 +103,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._serve_git(parts.path.removeprefix(GIT_PREFIX), parts.query, raw)
             return
         with self.fake.lock:
-            status, body, headers = self._serve_api(parts.path, parts.query, raw)
+            if parts.path == OAUTH_TOKEN_PATH and self.command == "POST":
+                # The OAuth web flow's code exchange lives on the web host, not in the API.
+                form = dict(parse_qsl(raw.decode(), keep_blank_values=True))
+                self.fake.requests.append(RecordedRequest("POST", parts.path, 200, None, None))
+                status, body, headers = 200, self.fake.exchange_code(form), {}
+            else:
+                status, body, headers = self._serve_api(parts.path, parts.query, raw)
         data = b"" if body is None else json.dumps(body).encode()
         self.send_response(status)
         for name, value in headers.items():
@@ -190,6 +199,11 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         if scheme not in {"token", "bearer"} or not credential:
             raise Refused(401, "Requires authentication")
+        if operation_id in USER_OPERATIONS:
+            # A user's token: its budget is its own (a negative caller, never an installation).
+            if credential not in self.fake.user_tokens:
+                raise Refused(401, "Bad credentials")
+            return -1 - list(self.fake.user_tokens).index(credential)
         token = self.fake.live_token(credential)
         if token is None:
             raise Refused(401, "Bad credentials")

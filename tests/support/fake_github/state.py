@@ -13,6 +13,15 @@ Permission = Literal["admin", "maintain", "write", "triage", "read", "none"]
 MergeMethod = Literal["merge", "squash", "rebase"]
 
 
+@dataclass(frozen=True)
+class User:
+    """A GitHub user who granted the App, and the installations they can reach."""
+
+    login: str
+    installation_ids: tuple[int, ...]
+    redirect_uri: str
+
+
 @dataclass
 class Installation:
     """The App installed on an account (a user or an organization)."""

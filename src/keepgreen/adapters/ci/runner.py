@@ -199,6 +199,17 @@ class BuiltInRunner:
                     _kill_group(process)
         self._executor.shutdown(wait=wait, cancel_futures=not wait)
 
+    def read_log(self, run_id: str, *, limit_bytes: int) -> bytes | None:
+        """The last `limit_bytes` of a run's log on this host; None when it has none here."""
+        try:
+            path = self._log_path(run_id)
+            with path.open("rb") as log_file:
+                size = log_file.seek(0, os.SEEK_END)
+                log_file.seek(max(0, size - limit_bytes))
+                return log_file.read(limit_bytes)
+        except (ValueError, OSError):
+            return None
+
     def _log_path(self, run_id: str) -> Path:
         # The run id names a file: it must not climb out of the log directory.
         if run_id in {"", ".", ".."} or "/" in run_id or "\0" in run_id:

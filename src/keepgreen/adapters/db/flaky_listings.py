@@ -190,6 +190,16 @@ class SqlFlakyListings:
             for test_id in week.keys() | today.keys()
         }
 
+    def daily_totals(
+        self, repository_id: RepositoryId, test_id: str, days: Sequence[datetime]
+    ) -> Mapping[datetime, tuple[int, int]]:
+        query = select(TestDayTotalRow.day, TestDayTotalRow.runs, TestDayTotalRow.failures).where(
+            TestDayTotalRow.repository_id == repository_id,
+            TestDayTotalRow.day.in_(days),
+            TestDayTotalRow.test_case_id == test_id,
+        )
+        return {day: (runs, failures) for day, runs, failures in self._session.execute(query)}
+
     def _totals(
         self,
         table: type[TestDayTotalRow | TestHourTotalRow],

@@ -53,9 +53,10 @@ from keepgreen.adapters.db.tables import (
     TestRunRow,
     TestStatusChangeRow,
     TestUploadRow,
+    WebSessionRow,
     WorkerRow,
 )
-from keepgreen.app.ports import EntryPage, IdFactory, StoredToken
+from keepgreen.app.ports import EntryPage, IdFactory, StoredToken, StoredWebSession
 from keepgreen.core.enums import (
     CommitState,
     IncidentKind,
@@ -190,6 +191,41 @@ class SqlTokens:
             .where(ApiTokenRow.id == token_id, ApiTokenRow.revoked_at.is_(None))
             .values(revoked_at=at)
         )
+
+
+class SqlWebSessions:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add(self, web_session: StoredWebSession) -> None:
+        self._session.add(
+            WebSessionRow(
+                secret_hash=web_session.secret_hash,
+                org_id=web_session.org_id,
+                token_id=web_session.token_id,
+                created_at=web_session.created_at,
+                expires_at=web_session.expires_at,
+            )
+        )
+
+    def find(self, secret_hash: str) -> StoredWebSession | None:
+        row = self._session.get(WebSessionRow, secret_hash)
+        if row is None:
+            return None
+        return StoredWebSession(
+            secret_hash=row.secret_hash,
+            org_id=OrgId(row.org_id),
+            token_id=row.token_id,
+            created_at=row.created_at,
+            expires_at=row.expires_at,
+        )
+
+    def delete(self, secret_hash: str) -> None:
+        self._session.execute(delete(WebSessionRow).where(WebSessionRow.secret_hash == secret_hash))
+
+    def delete_expired(self, now: datetime) -> int:
+        result = self._session.execute(delete(WebSessionRow).where(WebSessionRow.expires_at < now))
+        return int(getattr(result, "rowcount", 0) or 0)
 
 
 def _token_from_row(row: ApiTokenRow) -> StoredToken:

@@ -68,6 +68,21 @@ class ApiTokenRow(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())  # refused from then on
 
 
+class WebSessionRow(Base):
+    """A dashboard sign-in; `secret_hash` is the sha256 hex of the cookie's secret."""
+
+    __tablename__ = "web_sessions"
+
+    secret_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ID, ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    # The API token it was opened with; None when opened by signing in with GitHub.
+    token_id: Mapped[str | None] = mapped_column(
+        ID, ForeignKey("api_tokens.id", ondelete="CASCADE"), index=True
+    )
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime(), index=True)
+
+
 class RepositoryRow(Base):
     __tablename__ = "repositories"
     __table_args__ = (UniqueConstraint("org_id", "host", "owner", "name"),)

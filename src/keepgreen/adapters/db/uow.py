@@ -29,6 +29,7 @@ from keepgreen.adapters.db.repositories import (
     SqlRepositories,
     SqlTestRuns,
     SqlTokens,
+    SqlWebSessions,
     SqlWorkers,
 )
 from keepgreen.app.errors import Busy, Conflict, RetryableConflict
@@ -50,6 +51,7 @@ class SqlUnitOfWork:
         session = self._session
         self.orgs = SqlOrgs(session)
         self.tokens = SqlTokens(session)
+        self.web_sessions = SqlWebSessions(session)
         self.repositories = SqlRepositories(session)
         self.queues = SqlQueues(session)
         self.entries = SqlEntries(session)

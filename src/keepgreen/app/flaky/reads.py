@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Literal
 
 from keepgreen.app.errors import InvalidInput, NotFound
 from keepgreen.app.flaky.pages import Page, PageTokens
 from keepgreen.app.flaky.settings import FlakySettings
 from keepgreen.app.flaky.store import FlakyListings
+from keepgreen.app.instance_keys import instance_key
 from keepgreen.app.lookup import find_repository
 from keepgreen.app.ports import Clock, UnitOfWorkFactory
 from keepgreen.core.flaky.failures import FailureTemplate, mine_templates
 from keepgreen.core.flaky.model import StatusChange, TestCase
 from keepgreen.core.flaky.monitors import TestStatus
-from keepgreen.core.flaky.quarantine import is_quarantined
+from keepgreen.core.flaky.quarantine import QuarantineSettings, is_quarantined
 from keepgreen.core.ids import OrgId
 from keepgreen.core.model import RepoRef, Repository
 
@@ -54,6 +55,57 @@ class TestDetails:
 
     view: TestView
     history: tuple[StatusChange, ...]
+    quarantine: QuarantineSettings = field(default_factory=QuarantineSettings)  # its switches
+
+
+# What the dashboard's list of tests may show: the unhealthy and the quarantined ones.
+BoardKind = Literal["flaky", "broken", "quarantined"]
+BOARD_KINDS: tuple[BoardKind, ...] = ("flaky", "broken", "quarantined")
+BOARD_LIMIT = 500  # tests read per kind; more is a search away
+CHART_DAYS = 30
+
+
+@dataclass(frozen=True, slots=True)
+class TestBoard:
+    """The tests of one repository the dashboard lists, most recent status change first;
+    `truncated` when a kind held more than `BOARD_LIMIT` tests and only those were read.
+    """
+
+    __test__ = False
+
+    tests: tuple[TestView, ...]
+    truncated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DailyRuns:
+    """One day of a test's non-skipped runs, on every branch."""
+
+    day: datetime
+    runs: int
+    failures: int
+
+    @property
+    def rate(self) -> float:
+        return self.failures / self.runs if self.runs else 0.0
+
+
+def matches(view: TestView, *, kinds: Collection[BoardKind], owner: str, search: str) -> bool:
+    """Whether the dashboard's filters keep a test: one of `kinds`, an owner containing
+    `owner`, and `search` in its name, class, parent or file (both case-insensitive, "" keeps all).
+    """
+    test = view.test
+    kind_of = {
+        "flaky": test.status is TestStatus.FLAKY,
+        "broken": test.status is TestStatus.BROKEN,
+        "quarantined": view.quarantined,
+    }
+    if not any(kind_of[kind] for kind in kinds):
+        return False
+    if owner and not any(owner.lower() in person.lower() for person in test.codeowners):
+        return False
+    words = (test.name, test.classname or "", test.parent or "", test.file or "")
+    return not search or any(search.lower() in word.lower() for word in words)
 
 
 def ticket_url(settings: FlakySettings, ticket: str | None) -> str | None:
@@ -83,10 +135,7 @@ class FlakyReadService:
         its own, so that listings only ever read.
         """
         if self._page_key is None:
-            with self._unit_of_work() as uow:
-                key = uow.flaky.secret("page-tokens", secrets.token_hex(32))
-                uow.commit()
-            self._page_key = bytes.fromhex(key)
+            self._page_key = bytes.fromhex(instance_key(self._unit_of_work, "page-tokens"))
         return PageTokens(self._page_key)
 
     def list_unhealthy(
@@ -158,7 +207,46 @@ class FlakyReadService:
             settings = uow.flaky.settings(repository.id)
             (view,) = self._views(uow.flaky_listings, repository, settings, [test], figures=True)
             history = uow.flaky_listings.status_history(repository.id, test.id)
-            return TestDetails(view, tuple(history))
+            return TestDetails(view, tuple(history), settings.quarantine)
+
+    def board(
+        self,
+        org_id: OrgId,
+        ref: RepoRef,
+        *,
+        kinds: Collection[BoardKind],
+        owner: str = "",
+        search: str = "",
+    ) -> TestBoard:
+        """The repository's flaky, broken and quarantined tests that pass the filters."""
+        with self._unit_of_work(read_only=True) as uow:
+            repository = find_repository(uow, org_id, ref)
+            settings = uow.flaky.settings(repository.id)
+            store = uow.flaky_listings
+            read: dict[str, TestCase] = {}
+            truncated = False
+            for status in (TestStatus.FLAKY, TestStatus.BROKEN):
+                page = store.page_by_status(repository.id, status, offset=0, limit=BOARD_LIMIT + 1)
+                truncated |= len(page) > BOARD_LIMIT
+                read.update((test.id, test) for test in page[:BOARD_LIMIT])
+            quarantined = store.page_quarantined(
+                repository.id, settings, offset=0, limit=BOARD_LIMIT + 1
+            )
+            truncated |= len(quarantined) > BOARD_LIMIT
+            read.update((test.id, test) for test in quarantined[:BOARD_LIMIT])
+            ordered = sorted(read.values(), key=lambda test: test.status_at, reverse=True)
+            views = self._views(store, repository, settings, ordered, figures=False)
+        kept = [v for v in views if matches(v, kinds=kinds, owner=owner, search=search)]
+        return TestBoard(tuple(kept), truncated)
+
+    def daily(self, org_id: OrgId, ref: RepoRef, test_id: str) -> list[DailyRuns]:
+        """The test's runs and failures per day over the last `CHART_DAYS` days, today last."""
+        today = self._clock().replace(hour=0, minute=0, second=0, microsecond=0)
+        days = [today - timedelta(days=back) for back in range(CHART_DAYS - 1, -1, -1)]
+        with self._unit_of_work(read_only=True) as uow:
+            repository = find_repository(uow, org_id, ref)
+            totals = uow.flaky_listings.daily_totals(repository.id, test_id, days)
+        return [DailyRuns(day, *totals.get(day, (0, 0))) for day in days]
 
     def _listing(
         self,

@@ -287,6 +287,14 @@ class FlakyListings(Protocol):
         self, repository_id: RepositoryId, ids: Collection[str], *, now: datetime
     ) -> Mapping[str, FailureRates]: ...
 
+    def daily_totals(
+        self, repository_id: RepositoryId, test_id: str, days: Sequence[datetime]
+    ) -> Mapping[datetime, tuple[int, int]]:
+        """The test's (runs, failures) on every branch, of each of `days` (UTC midnights) it
+        ran on.
+        """
+        ...
+
     def pull_requests_impacted(
         self, repository_id: RepositoryId, ids: Collection[str], since: datetime
     ) -> Mapping[str, int]: ...

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter
@@ -21,6 +21,7 @@ from keepgreen.core.priority import (
 from keepgreen.web.auth import Org, Services
 from keepgreen.web.presenters import (
     enqueued,
+    queue_analytics,
     queue_config,
     queue_snapshot,
     submitted,
@@ -32,6 +33,8 @@ from keepgreen.web.schemas import (
     ListPullRequestsRequest,
     PrRequest,
     PullRequestList,
+    QueueAnalyticsOut,
+    QueueAnalyticsRequest,
     QueueConfigOut,
     QueueOut,
     QueueRequest,
@@ -71,6 +74,12 @@ def utc_since(moment: datetime | None) -> datetime | None:
     except OverflowError:
         end = datetime.max.replace(tzinfo=UTC)
         return end if moment.year == end.year else datetime.min.replace(tzinfo=UTC)
+
+
+def _before(moment: datetime, period: timedelta) -> datetime:
+    """`period` before `moment`, or the first UTC datetime when that is earlier still."""
+    first = datetime.min.replace(tzinfo=UTC)
+    return moment - period if moment - first >= period else first
 
 
 def target_of(org_id: OrgId, body: QueueRequest) -> QueueTarget:
@@ -197,10 +206,9 @@ def create_queue(body: CreateQueueRequest, org: Org, services: Services) -> dict
     return {}
 
 
-@router.post("/updateQueue", response_model=QueueConfigOut, responses=WRITE)
-def update_queue(body: UpdateQueueRequest, org: Org, services: Services) -> QueueConfigOut:
-    """Change a queue's state, mode or settings; answers the whole configuration."""
-    update = QueueUpdate(
+def queue_update_of(body: UpdateQueueRequest) -> QueueUpdate:
+    """The service's update from an `updateQueue` body (the API's and the settings page's)."""
+    return QueueUpdate(
         state=body.state,
         mode=body.mode,
         concurrency=body.concurrency,
@@ -230,6 +238,12 @@ def update_queue(body: UpdateQueueRequest, org: Org, services: Services) -> Queu
         adaptive_batch_size=body.adaptiveBatchSize,
         adaptive_depth=body.adaptiveDepth,
     )
+
+
+@router.post("/updateQueue", response_model=QueueConfigOut, responses=WRITE)
+def update_queue(body: UpdateQueueRequest, org: Org, services: Services) -> QueueConfigOut:
+    """Change a queue's state, mode or settings; answers the whole configuration."""
+    update = queue_update_of(body)
     return queue_config(services.queues.update(org, repo_ref(body.repo), body.targetBranch, update))
 
 
@@ -237,6 +251,24 @@ def update_queue(body: UpdateQueueRequest, org: Org, services: Services) -> Queu
 def get_queue(body: QueueRequest, org: Org, services: Services) -> QueueOut:
     """A queue's configuration and its enqueued pull requests in queue order."""
     return queue_snapshot(services.queues.get(org, repo_ref(body.repo), body.targetBranch))
+
+
+@router.post("/getQueueAnalytics", response_model=QueueAnalyticsOut, responses=READ)
+def get_queue_analytics(
+    body: QueueAnalyticsRequest, org: Org, services: Services
+) -> QueueAnalyticsOut:
+    """A queue's figures over a period (default: the last 24 hours; at most 90 days): merges
+    per hour (per day beyond 48 hours), time in queue p50/p95 split into waiting, testing and
+    blocked, why PRs left, test runs per merged PR and runs saved by batching, retries and
+    flaky failures forgiven.
+    """
+    end = utc_since(body.endTime) or services.dashboard.now()
+    start = utc_since(body.startTime) or _before(end, timedelta(hours=24))
+    return queue_analytics(
+        services.dashboard.analytics(
+            org, repo_ref(body.repo), body.targetBranch, start=start, end=end
+        )
+    )
 
 
 @router.post("/deleteQueue", response_model=Empty, responses=WRITE)
