@@ -23,6 +23,7 @@ from keepgreen.adapters.db.engine import (
     open_engine,
     pool_stats,
 )
+from keepgreen.adapters.db.quick_reads import SqlQuickReads
 from keepgreen.adapters.db.uow import SqlUnitOfWork
 from keepgreen.adapters.git.local_host import LocalGitHost, local_path
 from keepgreen.adapters.git.refnames import is_valid_ref_name
@@ -115,6 +116,7 @@ class Container:
 
     settings: Settings
     engine: Engine
+    quick_reads: SqlQuickReads  # the token and queue-version reads of every polled request
     admin: AdminService
     queues: QueueService
     pull_requests: PullRequestService
@@ -142,6 +144,7 @@ class Container:
 
     def close(self) -> None:
         self.runner.close(wait=False)
+        self.quick_reads.close()
         self.engine.dispose()
 
 
@@ -189,6 +192,8 @@ def bootstrap(
     read_sessions = sessionmaker(
         engine.execution_options(**{READ_ONLY_OPTION: True}), expire_on_commit=False
     )
+
+    quick_reads = SqlQuickReads(engine)
 
     def unit_of_work(*, read_only: bool = False) -> UnitOfWork:
         return SqlUnitOfWork(read_sessions if read_only else sessions, new_id)
@@ -257,8 +262,11 @@ def bootstrap(
         new_id=new_id,
         locate=RepositorySurveyor(),
         check_ref=is_valid_ref_name,
+        quick=quick_reads,
     )
-    queues = QueueService(unit_of_work, engine=queue_engine, wake=wake, clock=clock, new_id=new_id)
+    queues = QueueService(
+        unit_of_work, engine=queue_engine, wake=wake, clock=clock, new_id=new_id, quick=quick_reads
+    )
     pull_requests = PullRequestService(
         unit_of_work,
         code_host=host,
@@ -266,6 +274,7 @@ def bootstrap(
         wake=wake,
         clock=clock,
         new_id=new_id,
+        quick=quick_reads,
     )
     installations: GithubInstallations | None = None
     duties: GithubDuties | None = None
@@ -333,6 +342,7 @@ def bootstrap(
     return Container(
         settings=settings,
         engine=engine,
+        quick_reads=quick_reads,
         admin=admin,
         queues=queues,
         pull_requests=pull_requests,

@@ -61,13 +61,21 @@ def keepgreen(
 class Served:
     """A `keepgreen serve` process on a free port, logging to a file."""
 
-    def __init__(self, *, env: dict[str, str], cwd: Path, log: Path, worker: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        env: dict[str, str],
+        cwd: Path,
+        log: Path,
+        worker: bool = False,
+        flags: tuple[str, ...] = (),
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.log = log
         # Without the worker the API alone answers (a PR waits in `pending`), so a test can
         # look at a state the worker would move on from.
-        flags = [] if worker else ["--no-worker"]
+        flags = flags if worker else ("--no-worker", *flags)
         with log.open("w") as log_file:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "keepgreen", "serve", "--port", str(self.port), *flags],

@@ -15,6 +15,7 @@ from keepgreen.app.ports import (
     CodeHostError,
     CredentialFileError,
     IdFactory,
+    QuickReads,
     RefNameCheck,
     RepositoryLocator,
     RepositorySurvey,
@@ -167,8 +168,10 @@ class AdminService:
         new_id: IdFactory,
         locate: RepositoryLocator,
         check_ref: RefNameCheck,
+        quick: QuickReads,
     ) -> None:
         self._uow = uow
+        self._quick = quick
         self._locate = locate
         self._check_ref = check_ref
         self._clock = clock
@@ -251,11 +254,15 @@ class AdminService:
         """The org of a live token, or None. The hash is compared in constant time.
 
         Read from the database at every call (no cache), so a revoked token is refused from
-        the very next request on.
+        the very next request on; one statement, outside any unit of work.
         """
-        with self._uow(read_only=True) as uow:
-            stored = live_token(uow, token)
-        return None if stored is None else stored.org_id
+        if not token or len(token) > MAX_TOKEN_CHARS:
+            return None
+        candidate = hash_token(token)
+        found = self._quick.live_token(candidate)
+        if found is None or not hmac.compare_digest(found[1], candidate):
+            return None
+        return found[0]
 
     # -- repositories -----------------------------------------------------------------------------
 

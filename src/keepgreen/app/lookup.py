@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 from keepgreen.app.errors import NotFound
-from keepgreen.app.ports import UnitOfWork
+from keepgreen.app.ports import QuickReads, UnitOfWork
 from keepgreen.core.ids import OrgId
-from keepgreen.core.model import Queue, QueueEntry, RepoRef, Repository
+from keepgreen.core.model import (
+    Queue,
+    QueuedOptions,
+    QueueEntry,
+    QueueVersion,
+    RepoRef,
+    Repository,
+)
 
 
 def find_repository(uow: UnitOfWork, org_id: OrgId, ref: RepoRef) -> Repository:
@@ -16,15 +23,42 @@ def find_repository(uow: UnitOfWork, org_id: OrgId, ref: RepoRef) -> Repository:
     return repository
 
 
+def queue_version(quick: QuickReads, org_id: OrgId, ref: RepoRef, branch: str) -> QueueVersion:
+    """The org's queue's id and version in one read, with find_repository's and find_queue's
+    404s.
+    """
+    found = quick.queue_version(org_id, ref, branch)
+    if found is None:
+        raise NotFound("repository_not_found", f"repository {ref} is not registered")
+    if found.queue_id is None:
+        raise _no_queue(ref, branch)
+    return found
+
+
+def queued_options(
+    quick: QuickReads, org_id: OrgId, ref: RepoRef, branch: str, number: int
+) -> QueuedOptions:
+    """PR `number`'s state and options in the org's queue, in one read, with find_repository's
+    and find_queue's 404s.
+    """
+    found = quick.queued_options(org_id, ref, branch, number)
+    if found is None:
+        raise NotFound("repository_not_found", f"repository {ref} is not registered")
+    if found.queue_id is None:
+        raise _no_queue(ref, branch)
+    return found
+
+
+def _no_queue(ref: RepoRef, branch: str) -> NotFound:
+    return NotFound("queue_not_found", f"repository {ref} has no merge queue for branch {branch!r}")
+
+
 def find_queue(
     uow: UnitOfWork, repository: Repository, branch: str, *, lock: bool = False
 ) -> Queue:
     queue = uow.queues.find(repository.id, branch, lock=lock)
     if queue is None:
-        raise NotFound(
-            "queue_not_found",
-            f"repository {repository.ref} has no merge queue for branch {branch!r}",
-        )
+        raise _no_queue(repository.ref, branch)
     return queue
 
 

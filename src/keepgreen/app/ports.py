@@ -34,7 +34,9 @@ from keepgreen.core.model import (
     Org,
     PullRequestInfo,
     Queue,
+    QueuedOptions,
     QueueEntry,
+    QueueVersion,
     RepoRef,
     Repository,
     StateChange,
@@ -620,6 +622,30 @@ class UnitOfWork(Protocol):
         """Call `callback` once this unit's next `commit` has succeeded; never when it rolls
         back. For what must only count once the data is durable (metrics); a failing callback
         is logged, not raised, since the transaction already committed.
+        """
+        ...
+
+
+class QuickReads(Protocol):
+    """The reads made on every polled request, each one statement in its own short read
+    transaction, outside any unit of work.
+    """
+
+    def live_token(self, token_hash: str) -> tuple[OrgId, str] | None:
+        """The org and stored hash of the live (not revoked) token of this hash."""
+        ...
+
+    def queue_version(self, org_id: OrgId, ref: RepoRef, branch: str) -> QueueVersion | None:
+        """The org's queue's id and version: None when the repository is not the org's; a
+        QueueVersion without a queue id when it has no queue for `branch`.
+        """
+        ...
+
+    def queued_options(
+        self, org_id: OrgId, ref: RepoRef, branch: str, number: int
+    ) -> QueuedOptions | None:
+        """PR `number`'s state and options in the org's queue: None when the repository is
+        not the org's; without a queue id when it has no queue for `branch`.
         """
         ...
 

@@ -13,13 +13,20 @@ from keepgreen.app.errors import Conflict, InvalidInput, NotFound, Unavailable
 from keepgreen.app.explain import Explanation, render
 from keepgreen.app.explain_facts import entry_facts
 from keepgreen.app.incidents import SHOWN_INCIDENTS, concerning
-from keepgreen.app.lookup import find_entry, find_queue, find_queued_entry, find_repository
+from keepgreen.app.lookup import (
+    find_entry,
+    find_queue,
+    find_queued_entry,
+    find_repository,
+    queued_options,
+)
 from keepgreen.app.ports import (
     Clock,
     CodeHostError,
     EntryPage,
     IdFactory,
     MergeHost,
+    QuickReads,
     UnitOfWork,
     UnitOfWorkFactory,
 )
@@ -64,6 +71,7 @@ class ExplainedEntry:
     entry: QueueEntry
     explanation: Explanation
     incidents: tuple[Incident, ...]
+    queue_version: int  # the version of the queue it was read at
 
 
 class PullRequestService:
@@ -80,13 +88,35 @@ class PullRequestService:
         wake: Callable[[], None],
         clock: Clock,
         new_id: IdFactory,
+        quick: QuickReads,
     ) -> None:
         self._uow = uow
+        self._quick = quick
         self._code_host = code_host
         self._engine = engine
         self._wake = wake
         self._clock = clock
         self._new_id = new_id
+
+    def changes_nothing(
+        self,
+        target: QueueTarget,
+        number: int,
+        *,
+        priority: Priority | None = None,
+        no_batch: bool | None = None,
+    ) -> bool:
+        """Whether submitting would change nothing: the PR is in the queue with the same
+        priority and noBatch (the merge button pressed again, a bot's retry). One read, no
+        transaction; the 404s of `submit`.
+        """
+        found = queued_options(self._quick, target.org_id, target.repo, target.branch, number)
+        return (
+            found.state is not None
+            and not found.state.is_terminal
+            and (priority is None or priority == found.priority)
+            and (no_batch is None or no_batch == found.no_batch)
+        )
 
     def submit(
         self,
@@ -98,10 +128,20 @@ class PullRequestService:
     ) -> QueueEntry:
         """Submit a PR. A PR already in the queue gets its priority/noBatch updated; a PR that
         left the queue starts a new episode on the same entry.
+
+        A resubmit of a PR in the queue asks nothing of the code host; one that changes
+        nothing (the merge button pressed again, a bot's retry) is one read and writes nothing.
         """
-        with self._uow() as uow:
+        with self._uow(read_only=True) as uow:
             repository = find_repository(uow, target.org_id, target.repo)
-            find_queue(uow, repository, target.branch)
+            queue = find_queue(uow, repository, target.branch)
+            existing = uow.entries.find(queue.id, number)
+        if existing is not None and not existing.state.is_terminal:
+            if (priority is None or priority == existing.priority) and (
+                no_batch is None or no_batch == existing.no_batch
+            ):
+                return existing
+            return self._resubmit(target, repository, number, priority, no_batch)
         # Ask the code host outside any transaction: git may take a while.
         info = self._read_pull_request(repository, number)
         mergeability = self._mergeability(repository, info, target.branch)
@@ -110,12 +150,8 @@ class PullRequestService:
             queue = find_queue(uow, repository, target.branch, lock=True)
             existing = uow.entries.find(queue.id, number)
             if existing is not None and not existing.state.is_terminal:
-                updated = replace(
-                    existing,
-                    priority=priority or existing.priority,
-                    no_batch=existing.no_batch if no_batch is None else no_batch,
-                )
-                self._engine.advance(uow, queue, EntrySubmitted(updated, new_episode=False))
+                # Entered the queue while the code host was asked: a resubmit after all.
+                self._update_queued(uow, queue, existing, priority, no_batch)
             else:
                 if queue.state is QueueState.DRAINING:
                     raise Conflict(
@@ -143,6 +179,43 @@ class PullRequestService:
         self._wake()
         assert entry is not None  # noqa: S101 - written just above in this transaction
         return entry
+
+    def _resubmit(
+        self,
+        target: QueueTarget,
+        repository: Repository,
+        number: int,
+        priority: Priority | None,
+        no_batch: bool | None,
+    ) -> QueueEntry:
+        """A new priority or noBatch for a PR in the queue; a PR that left it meanwhile is
+        submitted anew.
+        """
+        with self._uow() as uow:
+            queue = find_queue(uow, repository, target.branch, lock=True)
+            existing = uow.entries.find(queue.id, number)
+            if existing is not None and not existing.state.is_terminal:
+                self._update_queued(uow, queue, existing, priority, no_batch)
+                entry = uow.entries.get(existing.id)
+                uow.commit()
+                self._wake()
+                return entry
+        return self.submit(target, number, priority=priority, no_batch=no_batch)
+
+    def _update_queued(
+        self,
+        uow: UnitOfWork,
+        queue: Queue,
+        existing: QueueEntry,
+        priority: Priority | None,
+        no_batch: bool | None,
+    ) -> None:
+        updated = replace(
+            existing,
+            priority=priority or existing.priority,
+            no_batch=existing.no_batch if no_batch is None else no_batch,
+        )
+        self._engine.advance(uow, queue, EntrySubmitted(updated, new_episode=False))
 
     def cancel(self, target: QueueTarget, number: int) -> QueueEntry:
         """Take a PR out of its queue (404 when it is not in it)."""
@@ -203,7 +276,7 @@ class PullRequestService:
             entry = find_entry(uow, queue, number)
             recent = uow.incidents.recent(queue.id, limit=SHOWN_INCIDENTS, since=entry.submitted_at)
             facts = entry_facts(uow, queue, repository, entry, self._clock())
-        return ExplainedEntry(entry, render(facts), concerning(recent, entry))
+        return ExplainedEntry(entry, render(facts), concerning(recent, entry), queue.version)
 
     def list(
         self,

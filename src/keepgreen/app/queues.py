@@ -8,8 +8,8 @@ from dataclasses import dataclass, replace
 from keepgreen.app.engine import QueueEngine, live_entries
 from keepgreen.app.errors import Conflict, InvalidInput
 from keepgreen.app.incidents import INCIDENTS_SHOWN_FOR, SHOWN_INCIDENTS
-from keepgreen.app.lookup import find_queue, find_repository
-from keepgreen.app.ports import Clock, IdFactory, UnitOfWorkFactory
+from keepgreen.app.lookup import find_queue, find_repository, queue_version
+from keepgreen.app.ports import Clock, IdFactory, QuickReads, UnitOfWorkFactory
 from keepgreen.app.stall import read_stall
 from keepgreen.core.enums import (
     DirectMergeMode,
@@ -21,7 +21,7 @@ from keepgreen.core.enums import (
     QueueState,
 )
 from keepgreen.core.ids import OrgId, QueueId
-from keepgreen.core.model import Queue, QueueConfig, QueueSnapshot, RepoRef
+from keepgreen.core.model import Queue, QueueConfig, QueueSnapshot, QueueVersion, RepoRef
 from keepgreen.core.names import branch_name_problem
 from keepgreen.core.ordering import queue_order
 from keepgreen.core.scheduler import QueueConfigChanged
@@ -143,8 +143,10 @@ class QueueService:
         wake: Callable[[], None],
         clock: Clock,
         new_id: IdFactory,
+        quick: QuickReads,
     ) -> None:
         self._uow = uow
+        self._quick = quick
         self._engine = engine
         self._wake = wake
         self._clock = clock
@@ -211,6 +213,10 @@ class QueueService:
                 uow.commit()
         self._wake()
         return updated
+
+    def version(self, org_id: OrgId, ref: RepoRef, branch: str) -> QueueVersion:
+        """The queue's id and version (one short read), or the 404 `get` would raise."""
+        return queue_version(self._quick, org_id, ref, branch)
 
     def get(self, org_id: OrgId, ref: RepoRef, branch: str) -> QueueSnapshot:
         """The queue, its admitted entries in queue order (not_ready PRs are not listed), its

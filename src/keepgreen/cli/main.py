@@ -53,6 +53,9 @@ def _options(
     """keepgreen: a self-hosted merge queue and flaky-test service."""
 
 
+MAX_HTTP_WORKERS = 64
+
+
 @app.command()
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
@@ -60,6 +63,15 @@ def serve(
     no_worker: Annotated[
         bool, typer.Option("--no-worker", help="Serve the API only, without the queue worker.")
     ] = False,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            min=1,
+            max=MAX_HTTP_WORKERS,
+            help="HTTP processes answering the API (one queue worker runs beside them).",
+        ),
+    ] = 1,
 ) -> None:
     """Run the HTTP API and the queue worker on the configured database."""
     import signal
@@ -76,6 +88,7 @@ def serve(
         dashboard=f"http://{host}:{port}/",
         database=_redact(url),
         worker=not no_worker,
+        http_processes=workers,
     )
     stop = threading.Event()
     thread = None
@@ -92,13 +105,26 @@ def serve(
     try:
         # uvicorn leaves logging as configured (log_config=None); keepgreen writes the access
         # lines itself, with a request id and the latency.
-        uvicorn.run(
-            create_app(container=container),
-            host=host,
-            port=port,
-            log_config=None,
-            access_log=False,
-        )
+        if workers == 1:
+            uvicorn.run(
+                create_app(container=container),
+                host=host,
+                port=port,
+                log_config=None,
+                access_log=False,
+            )
+        else:
+            # Each HTTP process builds its own app and container from the same settings (the
+            # environment); this process keeps the queue worker and supervises them.
+            uvicorn.run(
+                "keepgreen.cli.http_process:http_app",
+                factory=True,
+                workers=workers,
+                host=host,
+                port=port,
+                log_config=None,
+                access_log=False,
+            )
     finally:
         stop.set()
         container.worker.wake()

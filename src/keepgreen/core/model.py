@@ -243,6 +243,9 @@ class Queue:
     # rules and rulesets), as the worker last read them; None: not read, or not on GitHub.
     host_required_statuses: tuple[str, ...] | None = None
     stats: QueueStats = field(default_factory=QueueStats)
+    # Moves on at every write to what the queue's answers show (the database keeps it); not
+    # part of what a queue is, so two reads of the same queue compare equal.
+    version: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,6 +430,26 @@ class Incident:
     @property
     def is_open(self) -> bool:
         return self.ended_at is None
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedOptions:
+    """What a resubmit may change of a PR's entry, as one read found it (`queue_id` None: no
+    such queue; `state` None: the PR was never submitted to it).
+    """
+
+    queue_id: QueueId | None
+    state: PrState | None
+    priority: Priority | None
+    no_batch: bool
+
+
+@dataclass(frozen=True, slots=True)
+class QueueVersion:
+    """A queue's id and version as one read found them (`queue_id` None: no such queue)."""
+
+    queue_id: QueueId | None
+    version: int
 
 
 @dataclass(frozen=True, slots=True)

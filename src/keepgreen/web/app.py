@@ -26,6 +26,7 @@ from keepgreen.web.routes import (
     service_metrics,
     trunk_uploader,
 )
+from keepgreen.web.snapshots import Snapshots
 from keepgreen.web.upload_gate import UploadGate
 
 API_PREFIX = "/v1"
@@ -55,6 +56,7 @@ def create_app(settings: Settings | None = None, *, container: Container | None 
     )
     app.state.container = container
     app.state.authenticate = authenticate
+    app.state.snapshots = Snapshots()
     app.state.upload_gate = UploadGate(
         container.settings.upload_concurrency,
         queue_seconds=container.settings.upload_queue_seconds,

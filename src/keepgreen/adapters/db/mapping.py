@@ -133,6 +133,7 @@ def queue_from_row(row: QueueRow) -> Queue:
         updated_at=row.updated_at,
         target_sha=row.target_sha,
         run_seq=row.run_seq,
+        version=row.version,
         host_required_statuses=(
             None if row.host_required_statuses is None else tuple(row.host_required_statuses)
         ),

@@ -158,6 +158,9 @@ class QueueRow(Base):
     adaptive_depth: Mapped[bool] = mapped_column(Boolean, server_default=false())
     # What the scheduler learned from the queue's runs (QueueStats); NULL: nothing yet.
     stats: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # Moved on by triggers (migration 0019) at every write to what the queue's answers show;
+    # never written by keepgreen's code.
+    version: Mapped[int] = mapped_column(BigInteger, server_default="0")
 
 
 class QueueLeaseRow(Base):

@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
 
 from keepgreen.app.errors import InvalidInput
 from keepgreen.app.pull_requests import QueueTarget
@@ -18,7 +20,7 @@ from keepgreen.core.priority import (
     priority_from_name,
     priority_from_value,
 )
-from keepgreen.web.auth import Org, Services
+from keepgreen.web.auth import Org, Services, Snapshots
 from keepgreen.web.presenters import (
     enqueued,
     queue_analytics,
@@ -48,10 +50,12 @@ from keepgreen.web.schemas import (
     UpdateQueueRequest,
     error_responses,
 )
+from keepgreen.web.snapshots import snapshot_answer, to_json
 
 router = APIRouter(tags=["merge queue"])
 
 READ = error_responses(400, 401, 404, 413)
+POLLED = {304: {"description": "Not modified: If-None-Match named the current ETag"}, **READ}
 WRITE = error_responses(400, 401, 404, 409, 413)
 SUBMIT = error_responses(400, 401, 404, 409, 413, 503)
 _ALL_TARGETS = frozenset({"ALL", "IMPACTS_ALL"})
@@ -108,11 +112,16 @@ def parse_priority(body: SubmitRequest) -> Priority | None:
 
 
 @router.post("/submitPullRequest", response_model=Empty, responses=SUBMIT)
-def submit_pull_request(body: SubmitRequest, org: Org, services: Services) -> dict[str, Any]:
+async def submit_pull_request(body: SubmitRequest, org: Org, services: Services) -> dict[str, Any]:
     """Submit a pull request to a merge queue; resubmitting updates its priority and noBatch."""
-    services.pull_requests.submit(
-        target_of(org, body), body.pr.number, priority=parse_priority(body), no_batch=body.noBatch
-    )
+    target, priority = target_of(org, body), parse_priority(body)
+    prs = services.pull_requests
+    # A resubmit that changes nothing is one read, made here (a hop to the thread pool costs
+    # more); anything else is a transaction, in the thread pool.
+    if not prs.changes_nothing(target, body.pr.number, priority=priority, no_batch=body.noBatch):
+        await run_in_threadpool(
+            prs.submit, target, body.pr.number, priority=priority, no_batch=body.noBatch
+        )
     return {}
 
 
@@ -150,13 +159,22 @@ def set_impacted_targets(
     return {}
 
 
-@router.post("/getSubmittedPullRequest", response_model=SubmittedPullRequest, responses=READ)
-def get_submitted_pull_request(
-    body: PrRequest, org: Org, services: Services
-) -> SubmittedPullRequest:
-    """A pull request submitted to the queue, with its state, priority and readiness."""
-    explained = services.pull_requests.get_explained(target_of(org, body), body.pr.number)
-    return submitted(explained.entry, explained.incidents, explanation=explained.explanation)
+@router.post("/getSubmittedPullRequest", response_model=SubmittedPullRequest, responses=POLLED)
+async def get_submitted_pull_request(
+    body: PrRequest, org: Org, services: Services, snapshots: Snapshots, request: Request
+) -> Response:
+    """A pull request submitted to the queue, with its state, priority and readiness. The
+    answer carries an ETag; sent back as If-None-Match, it gets 304 while the PR is unchanged.
+    """
+    current = services.queues.version(org, repo_ref(body.repo), body.targetBranch)
+
+    def build() -> tuple[int, bytes]:
+        explained = services.pull_requests.get_explained(target_of(org, body), body.pr.number)
+        answer = submitted(explained.entry, explained.incidents, explanation=explained.explanation)
+        return explained.queue_version, to_json(answer)
+
+    key = ("pr", current.queue_id, body.pr.number)
+    return snapshot_answer(request, await snapshots.answer(key, current.version, build))
 
 
 @router.post(
@@ -247,10 +265,22 @@ def update_queue(body: UpdateQueueRequest, org: Org, services: Services) -> Queu
     return queue_config(services.queues.update(org, repo_ref(body.repo), body.targetBranch, update))
 
 
-@router.post("/getQueue", response_model=QueueOut, responses=READ)
-def get_queue(body: QueueRequest, org: Org, services: Services) -> QueueOut:
-    """A queue's configuration and its enqueued pull requests in queue order."""
-    return queue_snapshot(services.queues.get(org, repo_ref(body.repo), body.targetBranch))
+@router.post("/getQueue", response_model=QueueOut, responses=POLLED)
+async def get_queue(
+    body: QueueRequest, org: Org, services: Services, snapshots: Snapshots, request: Request
+) -> Response:
+    """A queue's configuration and its enqueued pull requests in queue order. The answer
+    carries an ETag; sent back as If-None-Match, it gets 304 while the queue is unchanged.
+    """
+    ref = repo_ref(body.repo)
+    current = services.queues.version(org, ref, body.targetBranch)
+
+    def build() -> tuple[int, bytes]:
+        built = services.queues.get(org, ref, body.targetBranch)
+        return built.queue.version, to_json(queue_snapshot(built))
+
+    key = ("queue", current.queue_id)
+    return snapshot_answer(request, await snapshots.answer(key, current.version, build))
 
 
 @router.post("/getQueueAnalytics", response_model=QueueAnalyticsOut, responses=READ)

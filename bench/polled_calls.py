@@ -1,0 +1,222 @@
+"""The calls CI polls all day, under a real load generator, next to a bare FastAPI app.
+
+Run: python bench/polled_calls.py [--seconds 20] [--connections 8] [--workers 1] [--rounds 1]
+Needs `wrk` (Debian: apt-get install wrk). Set KEEPGREEN_TEST_DATABASE_URL to add PostgreSQL.
+
+For each backend: a fresh database, a real `keepgreen serve` (API and queue worker) with one
+repository (a real git repository with 50 PR refs) and a queue of concurrency 8 requiring a
+status nobody reports, so that of its 50 PRs 8 are testing and 42 pending. Then, alternately,
+`wrk` drives one keepgreen call and the same call on the bare app (bench/bare_app.py: FastAPI
+and uvicorn started the same way, answering the bytes keepgreen answered), and the table gives
+requests per second, the ratio to the bare app, and keepgreen's p50 / p99 latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from api_latency import make_git_repo  # bench/ is on sys.path when run as a script
+from backends import backends
+from serve_process import Served, free_port, keepgreen, keepgreen_env
+
+REPO = {"host": "github.com", "owner": "bench", "name": "widgets"}
+PRS = 50
+TESTING = 8
+CALLS = (
+    ("getQueue", {"repo": REPO, "targetBranch": "main"}),
+    ("getSubmittedPullRequest", {"repo": REPO, "targetBranch": "main", "pr": {"number": 17}}),
+    # A resubmit of a pending PR: what a merge button pressed twice, or a bot, sends.
+    ("submitPullRequest", {"repo": REPO, "targetBranch": "main", "pr": {"number": 42}}),
+)
+WRK_SCRIPT = """
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["x-api-token"] = os.getenv("BENCH_TOKEN")
+wrk.body = os.getenv("BENCH_BODY")
+done = function(summary, latency, requests)
+  io.write(string.format("BENCH %d %d %d %d %d\\n", summary.requests,
+    summary.errors.status + summary.errors.connect + summary.errors.read
+      + summary.errors.write + summary.errors.timeout,
+    summary.duration, latency:percentile(50), latency:percentile(99)))
+end
+"""
+
+
+@dataclass
+class Load:
+    requests_per_second: float
+    errors: int
+    p50_ms: float
+    p99_ms: float
+
+
+def drive(url: str, *, token: str, body: dict[str, object], args: argparse.Namespace) -> Load:
+    """`wrk` against one call for `args.seconds`; its figures (wrk counts non-2xx as errors)."""
+    script = Path(args.work) / "post.lua"
+    script.write_text(WRK_SCRIPT)
+    result = subprocess.run(
+        [
+            "wrk",
+            f"-t{min(2, args.connections)}",
+            f"-c{args.connections}",
+            f"-d{args.seconds}s",
+            "-s",
+            str(script),
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"BENCH_TOKEN": token, "BENCH_BODY": json.dumps(body), "PATH": "/usr/bin:/bin"},
+    )
+    match = re.search(r"^BENCH (\d+) (\d+) (\d+) (\d+) (\d+)$", result.stdout, re.MULTILINE)
+    if match is None:
+        raise RuntimeError(f"wrk said: {result.stdout}{result.stderr}")
+    requests, errors, micros, p50, p99 = (int(group) for group in match.groups())
+    return Load(requests / (micros / 1e6), errors, p50 / 1000, p99 / 1000)
+
+
+def set_up(env: dict[str, str], cwd: Path) -> str:
+    """An org, its token, and the repository registered; the token."""
+    make_git_repo(cwd / "widgets", PRS)
+    token = keepgreen("token", "create", "--org", "bench", env=env, cwd=cwd).splitlines()[-1]
+    keepgreen(
+        "repo", "add", "--org", "bench", "--host", REPO["host"], "--owner", REPO["owner"],
+        "--name", REPO["name"], "--git-url", str(cwd / "widgets"), env=env, cwd=cwd,
+    )  # fmt: skip
+    return token
+
+
+def fill_queue(url: str, token: str) -> None:
+    """The queue of 50 PRs, 8 of them testing (their runs wait on a status never reported)."""
+    with httpx.Client(base_url=url, headers={"x-api-token": token}, timeout=60) as client:
+
+        def post(verb: str, **body: object) -> dict[str, object]:
+            answer = client.post(f"/{verb}", json={"repo": REPO, "targetBranch": "main", **body})
+            answer.raise_for_status()
+            result: dict[str, object] = answer.json()
+            return result
+
+        post("createQueue", concurrency=TESTING)
+        post("updateQueue", requiredStatuses=["bench/ci"], batch=False)
+        for number in range(1, PRS + 1):
+            post("submitPullRequest", pr={"number": number})
+        deadline = time.monotonic() + 120
+        while True:
+            states = [pr["state"] for pr in post("getQueue")["enqueuedPullRequests"]]  # type: ignore[index]
+            if states.count("testing") == TESTING and states.count("pending") == PRS - TESTING:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the queue did not fill: {states}")
+            time.sleep(0.5)
+
+
+class Bare:
+    """bench/bare_app.py under uvicorn, answering what keepgreen answered."""
+
+    def __init__(self, answers: Path, *, workers: int, log: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        command = [
+            sys.executable, "-m", "uvicorn", "bare_app:app", "--port", str(self.port),
+            "--no-access-log", "--log-level", "warning",
+        ]  # fmt: skip
+        if workers > 1:
+            command += ["--workers", str(workers)]
+        env = {"BARE_APP_ANSWERS": str(answers), "PATH": "/usr/bin:/bin"}
+        with log.open("w") as out:
+            self.process = subprocess.Popen(
+                command, cwd=Path(__file__).parent, env=env, stdout=out, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.post(f"{self.url}/getQueue", timeout=2)
+                return
+            except httpx.TransportError:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise RuntimeError(f"the bare app did not start: {log.read_text()}") from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+def run(args: argparse.Namespace) -> list[tuple[str, str, Load, Load]]:
+    rows = []
+    for backend, database_url, cwd in backends(Path(args.work)):
+        env = keepgreen_env(database_url, cwd / "data")
+        token = set_up(env, cwd)
+        served = Served(env=env, cwd=cwd, log=cwd / "serve.log", workers=args.workers)
+        bare = None
+        try:
+            served.wait_until_answering(token)
+            fill_queue(served.url, token)
+            answers = cwd / "answers"
+            answers.mkdir()
+            for verb, body in CALLS:
+                answer = httpx.post(
+                    f"{served.url}/{verb}", json=body, headers={"x-api-token": token}
+                )
+                answer.raise_for_status()
+                (answers / f"{verb}.json").write_bytes(answer.content)
+            bare = Bare(answers, workers=args.workers, log=cwd / "bare.log")
+            for _ in range(args.rounds):
+                for verb, body in CALLS:
+                    ours = drive(f"{served.url}/{verb}", token=token, body=body, args=args)
+                    theirs = drive(f"{bare.url}/{verb}", token=token, body=body, args=args)
+                    size = len((answers / f"{verb}.json").read_bytes())
+                    rows.append((backend, f"{verb} ({size / 1024:.1f} KB)", ours, theirs))
+                    print_row(*rows[-1])
+        finally:
+            served.stop()
+            if bare is not None:
+                bare.stop()
+    return rows
+
+
+def print_row(backend: str, call: str, ours: Load, theirs: Load) -> None:
+    errors = f" ({ours.errors} non-2xx)" if ours.errors else ""
+    print(
+        f"| {backend} | {call} | {ours.requests_per_second:,.0f}{errors} | "
+        f"{theirs.requests_per_second:,.0f} | "
+        f"{ours.requests_per_second / theirs.requests_per_second:.1%} | "
+        f"{ours.p50_ms:.1f} / {ours.p99_ms:.1f} |",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=1, help="HTTP processes of each server")
+    parser.add_argument("--rounds", type=int, default=1, help="times each pair is driven")
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        sys.exit("wrk is needed: apt-get install wrk")
+    print(
+        f"wrk, {args.connections} connections, {args.seconds} s per row; "
+        f"{args.workers} HTTP process(es) each; a queue of {PRS} PRs, {TESTING} testing\n"
+    )
+    print("| backend | call | keepgreen req/s | bare req/s | keepgreen / bare | "
+          "keepgreen p50 / p99 ms |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as work:
+        args.work = work
+        run(args)
+
+
+if __name__ == "__main__":
+    main()
