@@ -400,3 +400,11 @@ def test_migration_0019_goes_down_and_up_again(submitted: Api, container: Contai
     with container.engine.begin() as connection:
         connection.execute(text("UPDATE queue_entries SET no_batch = no_batch"))
     assert queue_version(container) > before
+
+
+def test_a_snapshot_built_in_the_future_is_not_kept_young() -> None:
+    ticks = Ticks()
+    store = Snapshots(max_age_seconds=1.0, clock=ticks)
+    store.put("q", 1, b"{}")
+    ticks.now -= 3600  # the clock went back an hour
+    assert store.get("q", 1) is None

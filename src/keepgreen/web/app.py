@@ -56,7 +56,8 @@ def create_app(settings: Settings | None = None, *, container: Container | None 
     )
     app.state.container = container
     app.state.authenticate = authenticate
-    app.state.snapshots = Snapshots()
+    # Aged by the service's clock, which the answers' stalls and ages are computed with.
+    app.state.snapshots = Snapshots(clock=lambda: container.dashboard.now().timestamp())
     app.state.upload_gate = UploadGate(
         container.settings.upload_concurrency,
         queue_seconds=container.settings.upload_queue_seconds,

@@ -56,14 +56,17 @@ class Snapshot:
 
 
 class Snapshots:
-    """This process's snapshots (thread-safe: handlers run in a thread pool)."""
+    """This process's snapshots. `clock` (seconds) is the service's own clock, the one the
+    answers' time-dependent parts are computed with; a snapshot that seems built in the future
+    (the clock went back) is as old as one past its age.
+    """
 
     def __init__(
         self,
         *,
         max_age_seconds: float = MAX_AGE_SECONDS,
         size: int = MAX_SNAPSHOTS,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._max_age = max_age_seconds
         self._size = size
@@ -81,9 +84,9 @@ class Snapshots:
             kept = self._kept.get(key)
         if kept is not None and kept.version >= version:
             age = self._clock() - kept.built_at
-            if age < self._max_age:
+            if 0 <= age < self._max_age:
                 return kept
-            if age < self._max_age * STALE_FACTOR:
+            if 0 <= age < self._max_age * STALE_FACTOR:
                 self._start(key, build)  # answered as kept while it is rebuilt
                 return kept
         while True:
@@ -120,7 +123,7 @@ class Snapshots:
             kept = self._kept.get(key)
             if kept is None:
                 return None
-            if kept.version != version or self._clock() - kept.built_at >= self._max_age:
+            if kept.version != version or not 0 <= self._clock() - kept.built_at < self._max_age:
                 return None
             self._kept.move_to_end(key)
             return kept
