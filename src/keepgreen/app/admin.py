@@ -56,13 +56,20 @@ def hash_token(token: str) -> str:
 MAX_TOKEN_CHARS = 512
 
 
+def presented_hash(token: str) -> str | None:
+    """The hash a presented secret is looked up by; None for one no token can be."""
+    if not token or len(token) > MAX_TOKEN_CHARS:
+        return None
+    return hash_token(token)
+
+
 def live_token(uow: UnitOfWork, token: str) -> StoredToken | None:
     """The stored token a secret is, if it is live (not revoked); its hash is compared in
     constant time.
     """
-    if not token or len(token) > MAX_TOKEN_CHARS:
+    candidate = presented_hash(token)
+    if candidate is None:
         return None
-    candidate = hash_token(token)
     stored = uow.tokens.find_by_hash(candidate)
     if stored is None or not hmac.compare_digest(stored.token_hash, candidate):
         return None
@@ -256,9 +263,9 @@ class AdminService:
         Read from the database at every call (no cache), so a revoked token is refused from
         the very next request on; one statement, outside any unit of work.
         """
-        if not token or len(token) > MAX_TOKEN_CHARS:
+        candidate = presented_hash(token)
+        if candidate is None:
             return None
-        candidate = hash_token(token)
         found = self._quick.live_token(candidate)
         if found is None or not hmac.compare_digest(found[1], candidate):
             return None

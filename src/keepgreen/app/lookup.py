@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from keepgreen.app.errors import NotFound
 from keepgreen.app.ports import QuickReads, UnitOfWork
 from keepgreen.core.ids import OrgId
@@ -14,12 +16,15 @@ from keepgreen.core.model import (
     Repository,
 )
 
+# What a quick read of a queue found.
+Found = TypeVar("Found", QueueVersion, QueuedOptions)
+
 
 def find_repository(uow: UnitOfWork, org_id: OrgId, ref: RepoRef) -> Repository:
     """The org's repository; another org's repository is as unknown as a missing one."""
     repository = uow.repositories.find(org_id, ref)
     if repository is None:
-        raise NotFound("repository_not_found", f"repository {ref} is not registered")
+        raise _no_repository(ref)
     return repository
 
 
@@ -27,12 +32,7 @@ def queue_version(quick: QuickReads, org_id: OrgId, ref: RepoRef, branch: str) -
     """The org's queue's id and version in one read, with find_repository's and find_queue's
     404s.
     """
-    found = quick.queue_version(org_id, ref, branch)
-    if found is None:
-        raise NotFound("repository_not_found", f"repository {ref} is not registered")
-    if found.queue_id is None:
-        raise _no_queue(ref, branch)
-    return found
+    return _in_a_queue(quick.queue_version(org_id, ref, branch), ref, branch)
 
 
 def queued_options(
@@ -41,12 +41,20 @@ def queued_options(
     """PR `number`'s state and options in the org's queue, in one read, with find_repository's
     and find_queue's 404s.
     """
-    found = quick.queued_options(org_id, ref, branch, number)
+    return _in_a_queue(quick.queued_options(org_id, ref, branch, number), ref, branch)
+
+
+def _in_a_queue(found: Found | None, ref: RepoRef, branch: str) -> Found:
+    """A quick read's answer, or the 404 of a repository or queue it did not find."""
     if found is None:
-        raise NotFound("repository_not_found", f"repository {ref} is not registered")
+        raise _no_repository(ref)
     if found.queue_id is None:
         raise _no_queue(ref, branch)
     return found
+
+
+def _no_repository(ref: RepoRef) -> NotFound:
+    return NotFound("repository_not_found", f"repository {ref} is not registered")
 
 
 def _no_queue(ref: RepoRef, branch: str) -> NotFound:

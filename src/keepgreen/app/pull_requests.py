@@ -111,12 +111,9 @@ class PullRequestService:
         transaction; the 404s of `submit`.
         """
         found = queued_options(self._quick, target.org_id, target.repo, target.branch, number)
-        return (
-            found.state is not None
-            and not found.state.is_terminal
-            and (priority is None or priority == found.priority)
-            and (no_batch is None or no_batch == found.no_batch)
-        )
+        if found.state is None or found.state.is_terminal or found.priority is None:
+            return False
+        return _same_options(found.priority, found.no_batch, priority, no_batch)
 
     def submit(
         self,
@@ -137,9 +134,7 @@ class PullRequestService:
             queue = find_queue(uow, repository, target.branch)
             existing = uow.entries.find(queue.id, number)
         if existing is not None and not existing.state.is_terminal:
-            if (priority is None or priority == existing.priority) and (
-                no_batch is None or no_batch == existing.no_batch
-            ):
+            if _same_options(existing.priority, existing.no_batch, priority, no_batch):
                 return existing
             return self._resubmit(target, repository, number, priority, no_batch)
         # Ask the code host outside any transaction: git may take a while.
@@ -406,4 +401,13 @@ def _unavailable(repository: Repository, error: CodeHostError) -> Unavailable:
         "code_host_unavailable",
         f"the git data of {repository.ref} cannot be read right now; "
         "the server's log says why, and the request can be retried",
+    )
+
+
+def _same_options(
+    priority: Priority, no_batch: bool, asked_priority: Priority | None, asked_no_batch: bool | None
+) -> bool:
+    """Whether a resubmit asking for these options (None: keep) leaves a queued PR as it is."""
+    return (asked_priority is None or asked_priority == priority) and (
+        asked_no_batch is None or asked_no_batch == no_batch
     )
