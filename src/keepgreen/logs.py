@@ -13,6 +13,7 @@ secrets in the first place; this is the second line of defence.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import sys
@@ -42,9 +43,15 @@ def scrub(text: str) -> str:
     return text
 
 
+@functools.lru_cache(maxsize=1024)
+def _names_a_secret(key: str) -> bool:
+    # Every line asks this of each of its keys, and the keys are few: asked once each.
+    return key != "event" and _SECRET_KEYS.search(key) is not None
+
+
 def _scrub_event(_logger: object, _method: str, event: EventDict) -> EventDict:
     for key, value in event.items():
-        if _SECRET_KEYS.search(key) and key != "event":
+        if _names_a_secret(key):
             event[key] = _HIDDEN
         elif isinstance(value, str):
             event[key] = scrub(value)

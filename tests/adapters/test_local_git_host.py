@@ -104,3 +104,25 @@ def test_an_unreadable_repository_is_a_code_host_error(tmp_path: Path) -> None:
 )
 def test_local_paths_are_told_from_remotes(url: str, expected: Path | None) -> None:
     assert local_path(url) == expected
+
+
+def test_pull_request_heads_are_read_at_once_as_pull_request_reads_them(
+    git_repo: GitRepo,
+) -> None:
+    first = git_repo.open_pr(1, {"a.txt": "a\n"})
+    second = git_repo.open_pr(2, {"b.txt": "b\n"})
+    # A PR ref that points at an annotated tag of the head is peeled to the commit.
+    git_repo.git("tag", "-a", "-m", "tagged", "t2", second)
+    git_repo.git("update-ref", "refs/pull/3/head", git_repo.git("rev-parse", "t2"))
+    host, repo = LocalGitHost(), repository_at(str(git_repo.path))
+    heads = host.pull_request_heads(repo, [3, 1, 9, 2])
+    assert heads == {3: second, 1: first, 9: None, 2: second}
+    for number, head in heads.items():
+        info = host.pull_request(repo, number)
+        assert (None if info is None else info.head_sha) == head
+    assert host.pull_request_heads(repo, []) == {}
+
+
+def test_pull_request_heads_of_a_missing_repository_is_a_code_host_error(tmp_path: Path) -> None:
+    with pytest.raises(CodeHostError):
+        LocalGitHost().pull_request_heads(repository_at(str(tmp_path / "nowhere")), [1])

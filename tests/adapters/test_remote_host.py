@@ -137,6 +137,7 @@ def test_reads_come_from_the_server_through_the_mirror(served: Served, tmp_path:
     assert info is not None
     assert (info.head_sha, info.title, info.author) == (head, "Add a", "Grace Hopper")
     assert host.pull_request(repo, 9) is None
+    assert host.pull_request_heads(repo, [1, 2, 9]) == {1: head, 2: clash, 9: None}
     assert host.branch_tip(repo, "main") == served.work.tip("main")
     assert host.branch_tip(repo, "nope") is None
     assert host.mergeability(repo, head_sha=head, target_branch="main") is Mergeability.MERGEABLE

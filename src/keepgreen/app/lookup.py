@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hmac
+from collections.abc import Callable
 from typing import TypeVar
 
+from keepgreen.app.admin import presented_hash
 from keepgreen.app.errors import NotFound
 from keepgreen.app.ports import QuickReads, UnitOfWork
 from keepgreen.core.ids import OrgId
@@ -14,6 +17,7 @@ from keepgreen.core.model import (
     QueueVersion,
     RepoRef,
     Repository,
+    TokenRead,
 )
 
 # What a quick read of a queue found.
@@ -42,6 +46,24 @@ def queued_options(
     and find_queue's 404s.
     """
     return _in_a_queue(quick.queued_options(org_id, ref, branch, number), ref, branch)
+
+
+def for_token(
+    read: Callable[[str], TokenRead[Found] | None], token: str
+) -> tuple[OrgId, Found] | None:
+    """What `read` (a quick read made for the org of a token's hash) found for a presented
+    token: its org and what it found, when the token is live and its org's queue exists; None
+    for anything else, which the full path answers (with its 401 or 404).
+    """
+    candidate = presented_hash(token)
+    if candidate is None:
+        return None
+    found = read(candidate)
+    if found is None or not hmac.compare_digest(found.token_hash, candidate):
+        return None
+    if found.found.queue_id is None:
+        return None
+    return found.org_id, found.found
 
 
 def _in_a_queue(found: Found | None, ref: RepoRef, branch: str) -> Found:

@@ -41,6 +41,7 @@ from keepgreen.core.model import (
     Repository,
     StateChange,
     TestRun,
+    TokenRead,
 )
 from keepgreen.core.ordering import Placed
 from keepgreen.core.scheduler import Effect
@@ -93,6 +94,14 @@ class CodeHost(Protocol):
         `repo.pull_request_ref(number)`).
 
         Raises CodeHostError when the repository itself cannot be read.
+        """
+        ...
+
+    def pull_request_heads(
+        self, repo: Repository, numbers: Sequence[int]
+    ) -> Mapping[int, str | None]:
+        """Each PR's head commit, as `pull_request` would give it (None where it gives None),
+        asked at once: what the worker reads of every queued PR at every pass.
         """
         ...
 
@@ -647,6 +656,20 @@ class QuickReads(Protocol):
         """PR `number`'s state and options in the org's queue: None when the repository is
         not the org's; without a queue id when it has no queue for `branch`.
         """
+        ...
+
+    def token_queue_version(
+        self, token_hash: str, ref: RepoRef, branch: str
+    ) -> TokenRead[QueueVersion] | None:
+        """`queue_version` for the org of the live token of this hash, in the same statement:
+        None when there is no such token or the repository is not its org's.
+        """
+        ...
+
+    def token_queued_options(
+        self, token_hash: str, ref: RepoRef, branch: str, number: int
+    ) -> TokenRead[QueuedOptions] | None:
+        """`queued_options` for the org of the live token of this hash, in the same statement."""
         ...
 
 

@@ -18,6 +18,7 @@ from keepgreen.app.lookup import (
     find_queue,
     find_queued_entry,
     find_repository,
+    for_token,
     queued_options,
 )
 from keepgreen.app.ports import (
@@ -38,6 +39,7 @@ from keepgreen.core.model import (
     Incident,
     PullRequestInfo,
     Queue,
+    QueuedOptions,
     QueueEntry,
     Readiness,
     RepoRef,
@@ -111,9 +113,26 @@ class PullRequestService:
         transaction; the 404s of `submit`.
         """
         found = queued_options(self._quick, target.org_id, target.repo, target.branch, number)
-        if found.state is None or found.state.is_terminal or found.priority is None:
-            return False
-        return _same_options(found.priority, found.no_batch, priority, no_batch)
+        return _unchanged(found, priority, no_batch)
+
+    def token_resubmit_changes_nothing(
+        self,
+        token: str,
+        ref: RepoRef,
+        branch: str,
+        number: int,
+        *,
+        priority: Priority | None = None,
+        no_batch: bool | None = None,
+    ) -> bool:
+        """`changes_nothing` for the org of a presented token, the token checked in the same
+        read: False for a token that is not live or a queue the org does not have too (the
+        full submit refuses those).
+        """
+        found = for_token(
+            lambda hashed: self._quick.token_queued_options(hashed, ref, branch, number), token
+        )
+        return found is not None and _unchanged(found[1], priority, no_batch)
 
     def submit(
         self,
@@ -402,6 +421,13 @@ def _unavailable(repository: Repository, error: CodeHostError) -> Unavailable:
         f"the git data of {repository.ref} cannot be read right now; "
         "the server's log says why, and the request can be retried",
     )
+
+
+def _unchanged(found: QueuedOptions, priority: Priority | None, no_batch: bool | None) -> bool:
+    """Whether a resubmit asking for these options leaves the PR `found` read as it is."""
+    if found.state is None or found.state.is_terminal or found.priority is None:
+        return False
+    return _same_options(found.priority, found.no_batch, priority, no_batch)
 
 
 def _same_options(

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from keepgreen.app.engine import QueueEngine, live_entries
 from keepgreen.app.errors import Conflict, InvalidInput
 from keepgreen.app.incidents import INCIDENTS_SHOWN_FOR, SHOWN_INCIDENTS
-from keepgreen.app.lookup import find_queue, find_repository, queue_version
+from keepgreen.app.lookup import find_queue, find_repository, for_token, queue_version
 from keepgreen.app.ports import Clock, IdFactory, QuickReads, UnitOfWorkFactory
 from keepgreen.app.stall import read_stall
 from keepgreen.core.enums import (
@@ -217,6 +217,15 @@ class QueueService:
     def version(self, org_id: OrgId, ref: RepoRef, branch: str) -> QueueVersion:
         """The queue's id and version (one short read), or the 404 `get` would raise."""
         return queue_version(self._quick, org_id, ref, branch)
+
+    def version_for_token(
+        self, token: str, ref: RepoRef, branch: str
+    ) -> tuple[OrgId, QueueVersion] | None:
+        """`version` for the org of a presented token, the token checked in the same read:
+        None when the token is not live or the org has no such queue (what `version` and the
+        token check would refuse, left to them).
+        """
+        return for_token(lambda hashed: self._quick.token_queue_version(hashed, ref, branch), token)
 
     def get(self, org_id: OrgId, ref: RepoRef, branch: str) -> QueueSnapshot:
         """The queue, its admitted entries in queue order (not_ready PRs are not listed), its

@@ -44,7 +44,7 @@ from keepgreen.app.ports import (
 from keepgreen.app.queue_log import queue_name
 from keepgreen.app.stall import StallWatch
 from keepgreen.app.telemetry import Telemetry
-from keepgreen.core.enums import PrState, TestRunStatus
+from keepgreen.core.enums import Mergeability, PrState, TestRunStatus
 from keepgreen.core.git_urls import redact_url
 from keepgreen.core.ids import QueueId
 from keepgreen.core.model import Queue, QueueEntry, Repository
@@ -73,6 +73,9 @@ log = structlog.get_logger(__name__)
 # Bounds one pass over a queue's outbox: effects beget effects (a merge starts the next run),
 # but a pass must end so other queues get their turn.
 _MAX_EFFECTS_PER_PASS = 200
+# The merge facts remembered (see `_merge_facts`); past it the memory starts over.
+_MERGE_FACTS_KEPT = 10_000
+_SETTLED = frozenset({Mergeability.MERGEABLE, Mergeability.NOT_MERGEABLE})
 # Failed effects this worker remembers, to count their retries; past it the memory starts over
 # (another worker may have done the effects it holds).
 _MAX_REMEMBERED_FAILURES = 10_000
@@ -138,6 +141,8 @@ class Worker:
             max_backoff=settings.git_retry_max_seconds,
         )
         self._attempts: dict[int, int] = {}
+        # Per queue and PR: the head and target tip last asked about, and the answers.
+        self._merge_seen: dict[tuple[QueueId, int], tuple[str, str, Mergeability, bool]] = {}
         # Queues that hold PRs and went without progress too long, told in the log.
         self._stalls = StallWatch(uow, clock=clock, telemetry=self._telemetry)
 
@@ -463,25 +468,48 @@ class Worker:
         events: list[Event] = []
         if tip is not None and tip != queue.target_sha:
             events.append(TargetBranchMoved(tip))
+        heads = self._host.pull_request_heads(repository, [entry.number for entry in entries])
         for entry in entries:
-            info = self._host.pull_request(repository, entry.number)
-            if info is None:
+            head = heads.get(entry.number)
+            if head is None:
                 events.append(PrClosed(entry.number))
                 continue
-            if info.head_sha != entry.head_sha:
-                events.append(PrHeadMoved(entry.number, info.head_sha))
+            if head != entry.head_sha:
+                events.append(PrHeadMoved(entry.number, head))
                 continue
             if entry.state in (PrState.NOT_READY, PrState.PENDING):
-                mergeability = self._host.mergeability(
-                    repository, head_sha=entry.head_sha, target_branch=queue.branch
-                )
-                up_to_date = self._host.is_up_to_date(
-                    repository, head_sha=entry.head_sha, target_branch=queue.branch
+                mergeability, up_to_date = self._merge_facts(
+                    repository, queue, entry.number, entry.head_sha, tip
                 )
                 readiness = replace(entry.readiness, mergeability=mergeability)
                 if readiness != entry.readiness or up_to_date != entry.is_up_to_date:
                     events.append(ReadinessChanged(entry.number, readiness, up_to_date))
         return events
+
+    def _merge_facts(
+        self, repository: Repository, queue: Queue, number: int, head_sha: str, tip: str | None
+    ) -> tuple[Mergeability, bool]:
+        """Whether PR `number`'s head merges cleanly onto the target branch, and whether it
+        holds the branch's tip: asked of the code host once per head and tip (both follow from
+        the two commits alone), then remembered, so that a queue of waiting PRs costs no git
+        process per PR and pass.
+        """
+        key = (queue.id, number)
+        seen = self._merge_seen.get(key)
+        if seen is not None and tip is not None and seen[:2] == (head_sha, tip):
+            return seen[2], seen[3]
+        mergeability = self._host.mergeability(
+            repository, head_sha=head_sha, target_branch=queue.branch
+        )
+        up_to_date = self._host.is_up_to_date(
+            repository, head_sha=head_sha, target_branch=queue.branch
+        )
+        # An answer still being worked out (a host computing it) is asked again next pass.
+        if tip is not None and mergeability in _SETTLED:
+            if len(self._merge_seen) >= _MERGE_FACTS_KEPT:
+                self._merge_seen.clear()
+            self._merge_seen[key] = (head_sha, tip, mergeability, up_to_date)
+        return mergeability, up_to_date
 
     def _feed(self, queue_id: QueueId, event: Event, *, done: int | None = None) -> bool:
         """Decide one event in its own transaction; `done` names the answered outbox row.

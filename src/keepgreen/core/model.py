@@ -9,6 +9,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Generic, TypeVar
 
 from keepgreen.core.enums import (
     CommitState,
@@ -27,6 +28,8 @@ from keepgreen.core.enums import (
 )
 from keepgreen.core.ids import OrgId, PullRequestId, QueueId, RepositoryId, TestRunId
 from keepgreen.core.priority import Priority
+
+Found = TypeVar("Found")
 
 
 @dataclass(frozen=True, slots=True)
@@ -450,6 +453,15 @@ class QueueVersion:
 
     queue_id: QueueId | None
     version: int
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRead(Generic[Found]):
+    """A quick read made for the org of a token, with the token's org and stored hash."""
+
+    org_id: OrgId
+    token_hash: str
+    found: Found
 
 
 @dataclass(frozen=True, slots=True)

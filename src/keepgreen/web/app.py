@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
 
 from keepgreen import __version__
 from keepgreen.bootstrap import Container, bootstrap
@@ -18,6 +19,7 @@ from keepgreen.web.body_limit import BodyLimitMiddleware
 from keepgreen.web.errors import install_error_handlers
 from keepgreen.web.observability import ObservabilityMiddleware
 from keepgreen.web.pages import install_dashboard
+from keepgreen.web.polled import PolledCalls
 from keepgreen.web.routes import (
     flaky_tests,
     github,
@@ -30,6 +32,18 @@ from keepgreen.web.snapshots import Snapshots
 from keepgreen.web.upload_gate import UploadGate
 
 API_PREFIX = "/v1"
+
+
+class KeepgreenAPI(FastAPI):
+    """The API, with the door of the polled calls in front (`keepgreen.web.polled`)."""
+
+    polled: PolledCalls | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.polled is not None and self.polled.handles(scope):
+            await self.polled(scope, receive, send, super().__call__)
+            return
+        await super().__call__(scope, receive, send)
 
 
 def create_app(settings: Settings | None = None, *, container: Container | None = None) -> FastAPI:
@@ -45,7 +59,7 @@ def create_app(settings: Settings | None = None, *, container: Container | None 
         if owned is not None:
             owned.close()
 
-    app = FastAPI(
+    app = KeepgreenAPI(
         title="keepgreen API",
         version=__version__,
         description="Merge queue and flaky-test service, HTTP API v1.",
@@ -71,6 +85,12 @@ def create_app(settings: Settings | None = None, *, container: Container | None 
     app.include_router(github.router)
     # Last: its `/{org}/...` pages must not shadow a route above.
     install_dashboard(app)
+    app.polled = PolledCalls(
+        prefix=API_PREFIX,
+        container=container,
+        snapshots=app.state.snapshots,
+        max_body_bytes=container.settings.max_body_bytes,
+    )
     app.add_middleware(BodyLimitMiddleware, max_bytes=container.settings.max_body_bytes)
     # Added last, so outermost: it measures and logs what the client got, 413s included.
     app.add_middleware(ObservabilityMiddleware, telemetry=container.telemetry)

@@ -118,12 +118,19 @@ class Snapshots:
         return task
 
     def get(self, key: Hashable, version: int) -> Snapshot | None:
-        """The snapshot of `key` at exactly `version` and young enough; else None."""
+        """The snapshot of `key` at exactly `version`, when `answer` would answer with it
+        without starting a build: young enough, or only old while a rebuild is in flight.
+        Else None. Runs in the event loop.
+        """
         with self._lock:
             kept = self._kept.get(key)
-            if kept is None:
+            if kept is None or kept.version != version:
                 return None
-            if kept.version != version or not 0 <= self._clock() - kept.built_at < self._max_age:
+            age = self._clock() - kept.built_at
+            young = 0 <= age < self._max_age
+            if not young and not (
+                0 <= age < self._max_age * STALE_FACTOR and key in self._building
+            ):
                 return None
             self._kept.move_to_end(key)
             return kept
@@ -141,6 +148,16 @@ class Snapshots:
                 while len(self._kept) > self._size:
                     self._kept.popitem(last=False)
         return made
+
+
+def queue_key(queue_id: Hashable) -> Hashable:
+    """What getQueue's answer of a queue is kept under."""
+    return ("queue", queue_id)
+
+
+def pr_key(queue_id: Hashable, number: int) -> Hashable:
+    """What getSubmittedPullRequest's answer of a PR of a queue is kept under."""
+    return ("pr", queue_id, number)
 
 
 def to_json(answer: BaseModel) -> bytes:
@@ -163,9 +180,17 @@ def matches(if_none_match: str, etag: str) -> bool:
     return False
 
 
+def snapshot_headers(snapshot: Snapshot, if_none_match: str) -> tuple[int, dict[str, str]]:
+    """The status (200, or 304 when the client holds the snapshot already) and the headers of
+    an answer with `snapshot`, besides its body's.
+    """
+    headers = {"etag": snapshot.etag, "cache-control": "no-cache"}
+    return (304 if matches(if_none_match, snapshot.etag) else 200), headers
+
+
 def snapshot_answer(request: Request, snapshot: Snapshot) -> Response:
     """200 with the snapshot's JSON, or 304 when the client holds it already."""
-    headers = {"ETag": snapshot.etag, "Cache-Control": "no-cache"}
-    if matches(request.headers.get("if-none-match", ""), snapshot.etag):
+    status, headers = snapshot_headers(snapshot, request.headers.get("if-none-match", ""))
+    if status == 304:
         return Response(status_code=304, headers=headers)
     return Response(snapshot.body, media_type="application/json", headers=headers)

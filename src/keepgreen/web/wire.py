@@ -89,9 +89,12 @@ def _checked(problem_of: Callable[[str], str | None]) -> AfterValidator:
     return AfterValidator(check)
 
 
+_CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f]")
+
+
 def _no_control_characters(value: str) -> str:
     # PostgreSQL text cannot hold NUL; no name needs any control character.
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+    if _CONTROL_CHARACTER.search(value):
         raise ValueError("must not contain control characters")
     return value
 

@@ -3,64 +3,119 @@ statement each on a DBAPI connection in autocommit: no ORM session, no SQLAlchem
 layer, no BEGIN/ROLLBACK round trips. A lone SELECT in autocommit is its own transaction: on
 SQLite (WAL) it never waits for a writer, on PostgreSQL it takes no lock.
 
-On PostgreSQL the connections come from a small pool of their own, opened in autocommit and
-without a ping per checkout (the main pool pings); a connection found dead is dropped and the
-read tried once more on a fresh one.
+The first HELD_CONNECTIONS threads to read (the event loop's first) keep a connection of their
+own, opened straight from the driver; other threads read from a pool: on SQLite the engine's,
+on PostgreSQL a small one of its own, opened in autocommit and without a ping per checkout
+(the main pool pings). A held connection found dead is let go and the read made from the
+pool, where a dead connection is dropped and the read tried once more on a fresh one.
+PostgreSQL connections give up connecting after CONNECT_TIMEOUT_SECONDS.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import Any
 
 from sqlalchemy import Engine, create_engine
 
 from keepgreen.core.enums import PrState
 from keepgreen.core.ids import OrgId, QueueId
-from keepgreen.core.model import QueuedOptions, QueueVersion, RepoRef
+from keepgreen.core.model import QueuedOptions, QueueVersion, RepoRef, TokenRead
 from keepgreen.core.priority import Priority
 
 _LIVE_TOKEN_SQL = (
     "SELECT org_id, token_hash FROM api_tokens WHERE token_hash = ? AND revoked_at IS NULL"  # noqa: S105 (a query, not a secret)
 )
-_QUEUE_VERSION = (
-    "SELECT queues.id, queues.version FROM repositories "
+# The queue, and PR `number`'s entry in it, of the repository the WHERE clause names.
+_QUEUE_JOIN = (
     "LEFT OUTER JOIN queues ON queues.repository_id = repositories.id AND queues.branch = ? "
-    "WHERE repositories.org_id = ? AND repositories.host = ? AND repositories.owner = ? "
-    "AND repositories.name = ?"
 )
-_QUEUED_OPTIONS = (
-    "SELECT queues.id, queue_entries.state, queue_entries.priority_value, "
-    "queue_entries.priority_name, queue_entries.no_batch FROM repositories "
-    "LEFT OUTER JOIN queues ON queues.repository_id = repositories.id AND queues.branch = ? "
+_ENTRY_JOIN = (
     "LEFT OUTER JOIN queue_entries ON queue_entries.queue_id = queues.id "
     "AND queue_entries.number = ? "
-    "WHERE repositories.org_id = ? AND repositories.host = ? AND repositories.owner = ? "
-    "AND repositories.name = ?"
 )
+_REPOSITORY_IS = "repositories.host = ? AND repositories.owner = ? AND repositories.name = ?"
+_VERSION_COLUMNS = "queues.id, queues.version"
+_OPTIONS_COLUMNS = (
+    "queues.id, queue_entries.state, queue_entries.priority_value, "
+    "queue_entries.priority_name, queue_entries.no_batch"
+)
+
+
+# The statements are put together from the constants above; every value is a parameter.
+def _of_org(columns: str, joins: str) -> str:
+    """A read of an org's repository: parameters are the joins', the org, then the repository."""
+    return (
+        f"SELECT {columns} FROM repositories {joins}"  # noqa: S608 (constants, see above)
+        f"WHERE repositories.org_id = ? AND {_REPOSITORY_IS}"
+    )
+
+
+def _of_token(columns: str, joins: str) -> str:
+    """The same read for the org of a live token, the token's org and hash first: parameters
+    are the joins', the token's hash, then the repository.
+    """
+    return (
+        f"SELECT api_tokens.org_id, api_tokens.token_hash, {columns} FROM api_tokens "  # noqa: S608
+        f"JOIN repositories ON repositories.org_id = api_tokens.org_id {joins}"
+        "WHERE api_tokens.token_hash = ? AND api_tokens.revoked_at IS NULL "
+        f"AND {_REPOSITORY_IS}"
+    )
+
+
 QUICK_POOL_SIZE = 4
+# Threads that keep a connection of their own for these reads (the event loop's first): a
+# statement on a held connection skips the pool's checkout and return, which cost more than
+# the statement itself on SQLite. Further threads take pooled connections.
+HELD_CONNECTIONS = 4
+CONNECT_TIMEOUT_SECONDS = 5  # PostgreSQL: these reads run in the event loop
 
 
 class SqlQuickReads:
     def __init__(self, engine: Engine) -> None:
+        self._dbapi = engine.dialect.loaded_dbapi
+        cargs, cparams = engine.dialect.create_connect_args(engine.url)
+        self._connect_args: tuple[list[Any], dict[str, Any]] = (list(cargs), dict(cparams))
         if engine.dialect.name == "sqlite":
             # keepgreen's SQLite connections are in autocommit already (isolation_level None).
             self._engine = engine
             self._owned = False
             self._marker = "?"
+            # An in-memory database is one per connection: only the engine's pool shares it.
+            self._may_hold = engine.url.database not in (None, "", ":memory:")
+            self._connect_args[1].update(check_same_thread=False, isolation_level=None, timeout=5)
         else:
             self._engine = create_engine(
                 engine.url,
                 isolation_level="AUTOCOMMIT",
                 pool_size=QUICK_POOL_SIZE,
                 max_overflow=QUICK_POOL_SIZE,
+                connect_args={"connect_timeout": CONNECT_TIMEOUT_SECONDS},
             )
             self._owned = True
             self._marker = "%s"
-        self._token = _LIVE_TOKEN_SQL.replace("?", self._marker)
-        self._queue_version = _QUEUE_VERSION.replace("?", self._marker)
-        self._queued_options = _QUEUED_OPTIONS.replace("?", self._marker)
+            self._may_hold = True
+            self._connect_args[1].update(autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS)
+        self._local = threading.local()
+        self._held: list[Any] = []
+        self._held_lock = threading.Lock()
+        marked = self._marked
+        self._token = marked(_LIVE_TOKEN_SQL)
+        self._queue_version = marked(_of_org(_VERSION_COLUMNS, _QUEUE_JOIN))
+        self._queued_options = marked(_of_org(_OPTIONS_COLUMNS, _QUEUE_JOIN + _ENTRY_JOIN))
+        self._token_queue_version = marked(_of_token(_VERSION_COLUMNS, _QUEUE_JOIN))
+        self._token_queued_options = marked(_of_token(_OPTIONS_COLUMNS, _QUEUE_JOIN + _ENTRY_JOIN))
+
+    def _marked(self, sql: str) -> str:
+        return sql.replace("?", self._marker)
 
     def close(self) -> None:
+        with self._held_lock:
+            held, self._held = self._held, []
+            self._may_hold = False
+        for connection in held:
+            connection.close()
         if self._owned:
             self._engine.dispose()
 
@@ -69,44 +124,98 @@ class SqlQuickReads:
         return None if row is None else (OrgId(row[0]), row[1])
 
     def queue_version(self, org_id: OrgId, ref: RepoRef, branch: str) -> QueueVersion | None:
-        row = self._first(self._queue_version, (branch, org_id, ref.host, ref.owner, ref.name))
-        if row is None:
-            return None
-        queue_id, version = row
-        return QueueVersion(None if queue_id is None else QueueId(queue_id), version or 0)
+        row = self._first(self._queue_version, (branch, org_id, *_named(ref)))
+        return None if row is None else _version(row)
 
     def queued_options(
         self, org_id: OrgId, ref: RepoRef, branch: str, number: int
     ) -> QueuedOptions | None:
-        row = self._first(
-            self._queued_options, (branch, number, org_id, ref.host, ref.owner, ref.name)
-        )
-        if row is None:
-            return None
-        queue_id, state, priority_value, priority_name, no_batch = row
-        return QueuedOptions(
-            queue_id=None if queue_id is None else QueueId(queue_id),
-            state=None if state is None else PrState(state),
-            priority=None if priority_value is None else Priority(priority_value, priority_name),
-            no_batch=bool(no_batch),
-        )
+        row = self._first(self._queued_options, (branch, number, org_id, *_named(ref)))
+        return None if row is None else _options(row)
+
+    def token_queue_version(
+        self, token_hash: str, ref: RepoRef, branch: str
+    ) -> TokenRead[QueueVersion] | None:
+        row = self._first(self._token_queue_version, (branch, token_hash, *_named(ref)))
+        return None if row is None else TokenRead(OrgId(row[0]), row[1], _version(row[2:]))
+
+    def token_queued_options(
+        self, token_hash: str, ref: RepoRef, branch: str, number: int
+    ) -> TokenRead[QueuedOptions] | None:
+        row = self._first(self._token_queued_options, (branch, number, token_hash, *_named(ref)))
+        return None if row is None else TokenRead(OrgId(row[0]), row[1], _options(row[2:]))
 
     def _first(self, sql: str, parameters: tuple[Any, ...]) -> Any:
+        held = self._held_connection()
+        if held is not None:
+            try:
+                return _fetch_one(held, sql, parameters)
+            except self._dbapi.OperationalError:
+                # Closed by the server (a restart, an idle timeout): let it go, and read from
+                # the pool, which tries a new connection once more.
+                self._let_go(held)
         for attempt in (1, 2):
             connection = self._engine.raw_connection()
             try:
-                cursor = connection.cursor()
-                try:
-                    cursor.execute(sql, parameters)
-                    return cursor.fetchone()
-                finally:
-                    cursor.close()
-            except self._engine.dialect.loaded_dbapi.OperationalError:
-                # A connection the server closed (a restart, an idle timeout): drop it, and
-                # try once more on a new one; a database that is down raises the second time.
+                return _fetch_one(connection, sql, parameters)
+            except self._dbapi.OperationalError:
+                # A connection the server closed: drop it, and try once more on a new one; a
+                # database that is down raises the second time.
                 connection.invalidate()
                 if attempt == 2:
                     raise
             finally:
                 connection.close()
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _held_connection(self) -> Any:
+        """This thread's own connection, opened at its first read while fewer than
+        HELD_CONNECTIONS are held; None for a thread past that (it reads from the pool).
+        """
+        held = getattr(self._local, "connection", None)
+        if held is not None or getattr(self._local, "pooled", False):
+            return held
+        with self._held_lock:
+            if not self._may_hold or len(self._held) >= HELD_CONNECTIONS:
+                self._local.pooled = True
+                return None
+            cargs, cparams = self._connect_args
+            held = self._local.connection = self._dbapi.connect(*cargs, **cparams)
+            self._held.append(held)
+        return held
+
+    def _let_go(self, held: Any) -> None:
+        self._local.connection = None
+        with self._held_lock:
+            if held in self._held:
+                self._held.remove(held)
+        with contextlib.suppress(self._dbapi.Error):
+            held.close()
+
+
+def _fetch_one(connection: Any, sql: str, parameters: tuple[Any, ...]) -> Any:
+    cursor = connection.cursor()
+    try:
+        cursor.execute(sql, parameters)
+        return cursor.fetchone()
+    finally:
+        cursor.close()
+
+
+def _version(row: Any) -> QueueVersion:
+    queue_id, version = row
+    return QueueVersion(None if queue_id is None else QueueId(queue_id), version or 0)
+
+
+def _options(row: Any) -> QueuedOptions:
+    queue_id, state, priority_value, priority_name, no_batch = row
+    return QueuedOptions(
+        queue_id=None if queue_id is None else QueueId(queue_id),
+        state=None if state is None else PrState(state),
+        priority=None if priority_value is None else Priority(priority_value, priority_name),
+        no_batch=bool(no_batch),
+    )
+
+
+def _named(ref: RepoRef) -> tuple[str, str, str]:
+    return ref.host, ref.owner, ref.name

@@ -120,6 +120,12 @@ class LocalGitHost:
         title, author = subject
         return PullRequestInfo(number=number, head_sha=sha, title=title, author=author)
 
+    def pull_request_heads(self, repo: Repository, numbers: Sequence[int]) -> dict[int, str | None]:
+        """Each PR's head commit (None: its ref is missing), read by one git process."""
+        refs = {number: repo.pull_request_ref(number) for number in numbers}
+        heads = self._open(repo).resolve_many(list(refs.values()))
+        return {number: heads[ref] for number, ref in refs.items()}
+
     def mergeability(self, repo: Repository, *, head_sha: str, target_branch: str) -> Mergeability:
         """Whether `head_sha` merges cleanly onto the target tip; a missing target does not."""
         git = self._open(repo)

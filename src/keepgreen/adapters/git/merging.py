@@ -38,6 +38,8 @@ _SCRUBBED_ENV = frozenset(
     }
 )
 # A trailer line as git reads one: a token, a colon, a value.
+# A commit's id as git prints it (SHA-1, or SHA-256 in a repository that uses it).
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _TRAILER_LINE = re.compile(r"[A-Za-z0-9-]+:\s")
 # `Name <email> <seconds> <tz>` of an author header.
 _IDENT = re.compile(r"(?P<name>.*?) ?<(?P<email>[^<>]*)> (?P<date>\d+ [+-]\d{4})")
@@ -137,6 +139,25 @@ class Git:
         """The commit `rev` names; None when it names none."""
         result = self.run("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
         return result.stdout.strip() if result.returncode == 0 else None
+
+    def resolve_many(self, revs: Sequence[str]) -> dict[str, str | None]:
+        """`resolve` of each of `revs`, by one git process however many they are."""
+        if not revs:
+            return {}
+        result = self.run(
+            "cat-file",
+            "--batch-check=%(objectname)",
+            stdin="".join(f"{rev}^{{commit}}\n" for rev in revs),
+            check=True,
+        )
+        lines = result.stdout.splitlines()
+        if len(lines) != len(revs):
+            raise CodeHostError(f"git cat-file answered {len(lines)} lines for {len(revs)} refs")
+        # A commit's id, or `<rev>^{commit} missing` (or `ambiguous`) for one that names none.
+        return {
+            rev: (line if _OBJECT_ID.fullmatch(line) else None)
+            for rev, line in zip(revs, lines, strict=True)
+        }
 
     def commit(self, sha: str) -> CommitObject:
         """The commit object `sha`, read raw so that its message can be copied exactly."""

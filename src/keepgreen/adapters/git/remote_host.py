@@ -19,7 +19,7 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -156,6 +156,11 @@ class RemoteGitHost:
         """The PR's head, title and author as the server has them; None when its ref is gone."""
         self._ensure(repo, [repo.pull_request_ref(number)])
         return self._reads.pull_request(repo, number)
+
+    def pull_request_heads(self, repo: Repository, numbers: Sequence[int]) -> dict[int, str | None]:
+        """Each PR's head as the server has it (None: its ref is gone)."""
+        self._ensure(repo, [repo.pull_request_ref(number) for number in numbers])
+        return self._reads.pull_request_heads(repo, numbers)
 
     def mergeability(self, repo: Repository, *, head_sha: str, target_branch: str) -> Mergeability:
         """Whether `head_sha` merges cleanly onto the server's target tip."""
@@ -544,6 +549,10 @@ class _SnapshotGit(Git):
             return self._refs[rev]
         return super().resolve(rev)
 
+    def resolve_many(self, revs: Sequence[str]) -> dict[str, str | None]:
+        known = {rev: self._refs[rev] for rev in revs if rev in self._refs}
+        return known | super().resolve_many([rev for rev in revs if rev not in known])
+
 
 class CodeHosts:
     """The MergeHost port over every repository: local ones by the local host, those on a git
@@ -565,6 +574,11 @@ class CodeHosts:
 
     def pull_request(self, repo: Repository, number: int) -> PullRequestInfo | None:
         return self._for(repo).pull_request(repo, number)
+
+    def pull_request_heads(
+        self, repo: Repository, numbers: Sequence[int]
+    ) -> Mapping[int, str | None]:
+        return self._for(repo).pull_request_heads(repo, numbers)
 
     def mergeability(self, repo: Repository, *, head_sha: str, target_branch: str) -> Mergeability:
         return self._for(repo).mergeability(repo, head_sha=head_sha, target_branch=target_branch)

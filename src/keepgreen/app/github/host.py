@@ -143,6 +143,14 @@ class GithubHost:
             number=number, head_sha=info.head_sha, title=pull.title, author=pull.author
         )
 
+    def pull_request_heads(self, repo: Repository, numbers: Sequence[int]) -> dict[int, str | None]:
+        """Each PR's head, as `pull_request` has it (None: closed or gone)."""
+        heads: dict[int, str | None] = {}
+        for number in numbers:
+            info = self.pull_request(repo, number)
+            heads[number] = None if info is None else info.head_sha
+        return heads
+
     def mergeability(self, repo: Repository, *, head_sha: str, target_branch: str) -> Mergeability:
         self._token(repo)
         return self._git.mergeability(repo, head_sha=head_sha, target_branch=target_branch)

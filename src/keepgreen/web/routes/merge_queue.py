@@ -50,7 +50,7 @@ from keepgreen.web.schemas import (
     UpdateQueueRequest,
     error_responses,
 )
-from keepgreen.web.snapshots import snapshot_answer, to_json
+from keepgreen.web.snapshots import pr_key, queue_key, snapshot_answer, to_json
 
 router = APIRouter(tags=["merge queue"])
 
@@ -173,7 +173,7 @@ async def get_submitted_pull_request(
         answer = submitted(explained.entry, explained.incidents, explanation=explained.explanation)
         return explained.queue_version, to_json(answer)
 
-    key = ("pr", current.queue_id, body.pr.number)
+    key = pr_key(current.queue_id, body.pr.number)
     return snapshot_answer(request, await snapshots.answer(key, current.version, build))
 
 
@@ -279,7 +279,7 @@ async def get_queue(
         built = services.queues.get(org, ref, body.targetBranch)
         return built.queue.version, to_json(queue_snapshot(built))
 
-    key = ("queue", current.queue_id)
+    key = queue_key(current.queue_id)
     return snapshot_answer(request, await snapshots.answer(key, current.version, build))
 
 

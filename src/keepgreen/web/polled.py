@@ -1,0 +1,232 @@
+"""The calls CI polls all day, answered at the app's door when nothing else is needed.
+
+`getQueue` and `getSubmittedPullRequest` with a snapshot of the current version at hand, and a
+`submitPullRequest` that changes nothing, need one statement (the token and the queue's version
+or the PR's options, read together) and the bytes kept for them. Through the middleware,
+FastAPI's routing, dependency solving and response machinery, the same answer cost several
+times the read.
+
+`PolledCalls` stands in front of the app (`KeepgreenAPI.__call__`). It answers a request only
+when it is sure of the answer: a small body declared JSON that the route's own model accepts,
+a live token, the org's queue, a young snapshot of exactly the version just read (or a resubmit
+that changes nothing). What it answers gets what the middleware would give it: an
+`X-Request-ID`, the `keepgreen_http_*` metrics and the access-log line. Anything else (no
+token, another org's repository, a body the model refuses, no snapshot yet or one to rebuild,
+an error on the way) goes on to the app with the body as received, which answers it as
+before: the 401, 404 and 422 answers, the builds, the writes and the error handling stay in
+one place.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from pydantic import BaseModel
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from keepgreen.app.errors import InvalidInput
+from keepgreen.bootstrap import Container
+from keepgreen.core.ids import QueueId
+from keepgreen.web.auth import TOKEN_HEADER
+from keepgreen.web.observability import (
+    REQUEST_ID_HEADER_BYTES,
+    ROUTE_TEMPLATE,
+    record_request,
+    request_id_of,
+)
+from keepgreen.web.routes.merge_queue import parse_priority, repo_ref
+from keepgreen.web.schemas import PrRequest, QueueRequest, SubmitRequest
+from keepgreen.web.snapshots import Snapshot, Snapshots, pr_key, queue_key, snapshot_headers
+
+# Bodies of these calls are a few hundred bytes; a larger one goes the long way (as does any
+# body over the service's limit, which the app refuses).
+MAX_BODY_BYTES = 16 * 1024
+_EMPTY_OBJECT = b"{}"
+_TOKEN_HEADER = TOKEN_HEADER.encode()
+
+Model = TypeVar("Model", bound=BaseModel)
+Polled = TypeVar("Polled", bound=QueueRequest)
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """What a request to a polled call carries that its answer depends on."""
+
+    token: str
+    if_none_match: str
+    body: bytes
+
+
+# A call's quick answer: (status, headers, body), or None to leave the request to the app.
+Answer = tuple[int, list[tuple[bytes, bytes]], bytes] | None
+QuickCall = Callable[["PolledCalls", Asked], Answer]
+
+
+class PolledCalls:
+    """The door of the polled calls (see the module)."""
+
+    def __init__(
+        self,
+        *,
+        prefix: str,
+        container: Container,
+        snapshots: Snapshots,
+        max_body_bytes: int = MAX_BODY_BYTES,
+    ) -> None:
+        self.container = container
+        self.snapshots = snapshots
+        self.max_body_bytes = min(max_body_bytes, MAX_BODY_BYTES)
+        self.calls: dict[str, tuple[str, QuickCall]] = {
+            f"{prefix}{template}": (f"{prefix}{template}", call)
+            for template, call in (
+                ("/getQueue", PolledCalls.get_queue),
+                ("/getSubmittedPullRequest", PolledCalls.get_submitted),
+                ("/submitPullRequest", PolledCalls.resubmit),
+            )
+        }
+
+    def handles(self, scope: Scope) -> bool:
+        """Whether the request may be one this door answers (else: straight to the app)."""
+        return scope["type"] == "http" and scope["path"] in self.calls
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
+        """Answer the request, or leave it to `app` with its body."""
+        started = time.perf_counter()
+        template, call = self.calls[scope["path"]]
+        asked = _headers(scope, self.max_body_bytes) if scope["method"] == "POST" else None
+        if asked is None:
+            await app(scope, receive, send)
+            return
+        body, complete = await _read_body(receive)
+        answer = None
+        if complete:
+            try:
+                answer = call(self, Asked(asked[0], asked[1], body))
+            except Exception:  # noqa: BLE001 (the app answers it, with its error handling)
+                answer = None
+        if answer is None:
+            await app(scope, _replay(body, complete, receive), send)
+            return
+        request_id = request_id_of(scope)
+        scope[ROUTE_TEMPLATE] = template  # the access log's and the metrics' route
+        status, headers, content = answer
+        headers.append((REQUEST_ID_HEADER_BYTES, request_id.encode()))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": content})
+        record_request(
+            self.container.telemetry, scope, status=status, started=started, request_id=request_id
+        )
+
+    def get_queue(self, asked: Asked) -> Answer:
+        return self._kept(asked, QueueRequest, lambda _body, queue_id: queue_key(queue_id))
+
+    def get_submitted(self, asked: Asked) -> Answer:
+        return self._kept(asked, PrRequest, lambda body, queue_id: pr_key(queue_id, body.pr.number))
+
+    def _kept(
+        self,
+        asked: Asked,
+        model: type[Polled],
+        key_of: Callable[[Polled, QueueId | None], Hashable],
+    ) -> Answer:
+        """The kept answer of a polled read (the same key the route keeps it under)."""
+        body = _valid(model, asked.body)
+        if body is None:
+            return None
+        found = self.container.queues.version_for_token(
+            asked.token, repo_ref(body.repo), body.targetBranch
+        )
+        if found is None:
+            return None
+        _org, current = found
+        return _snapshot(self.snapshots.get(key_of(body, current.queue_id), current.version), asked)
+
+    def resubmit(self, asked: Asked) -> Answer:
+        body = _valid(SubmitRequest, asked.body)
+        if body is None:
+            return None
+        try:
+            priority = parse_priority(body)
+        except InvalidInput:
+            return None
+        unchanged = self.container.pull_requests.token_resubmit_changes_nothing(
+            asked.token,
+            repo_ref(body.repo),
+            body.targetBranch,
+            body.pr.number,
+            priority=priority,
+            no_batch=body.noBatch,
+        )
+        if not unchanged:
+            return None
+        return 200, _json_headers(_EMPTY_OBJECT), _EMPTY_OBJECT
+
+
+def _headers(scope: Scope, max_body_bytes: int) -> tuple[str, str] | None:
+    """The token and If-None-Match of a request with a small JSON body; None otherwise."""
+    token = if_none_match = ""
+    json_body = small = False
+    for name, value in scope["headers"]:
+        if name == _TOKEN_HEADER:
+            token = value.decode("latin-1")
+        elif name == b"if-none-match":
+            if_none_match = value.decode("latin-1")
+        elif name == b"content-type":
+            json_body = value.split(b";", 1)[0].strip().lower() == b"application/json"
+        elif name == b"content-length":
+            small = value.isdigit() and int(value) <= max_body_bytes
+    return (token, if_none_match) if token and json_body and small else None
+
+
+async def _read_body(receive: Receive) -> tuple[bytes, bool]:
+    """The request's body, and whether it is whole (False: the client went away first)."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks), False
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks), True
+
+
+def _replay(body: bytes, complete: bool, receive: Receive) -> Receive:
+    """A `receive` that gives the app the body already read, then the client's messages."""
+    given = False
+
+    async def replayed() -> Message:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": not complete}
+        return await receive()
+
+    return replayed
+
+
+def _valid(model: type[Model], body: bytes) -> Model | None:
+    """`body` as the route's model reads it (as FastAPI does: JSON, then the model); None for
+    a body it refuses, whose error the app answers.
+    """
+    try:
+        return model.model_validate(json.loads(body))
+    except ValueError:  # JSONDecodeError and ValidationError both are
+        return None
+
+
+def _snapshot(snapshot: Snapshot | None, asked: Asked) -> Answer:
+    if snapshot is None:
+        return None  # none yet, or one to rebuild: the app builds it
+    status, headers = snapshot_headers(snapshot, asked.if_none_match)
+    raw = [(name.encode(), value.encode()) for name, value in headers.items()]
+    if status == 304:
+        return 304, raw, b""
+    return 200, raw + _json_headers(snapshot.body), snapshot.body
+
+
+def _json_headers(body: bytes) -> list[tuple[bytes, bytes]]:
+    return [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]

@@ -1,0 +1,100 @@
+"""The one-statement reads of every polled request, on held connections and pooled ones: they
+see every committed write at once, check the token in the same statement, and survive a
+connection the database dropped.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from keepgreen.adapters.db.quick_reads import HELD_CONNECTIONS, SqlQuickReads
+from keepgreen.app.admin import hash_token
+from keepgreen.bootstrap import Container
+from keepgreen.core.model import RepoRef
+from tests.conftest import PG_URL
+from tests.support.gitrepo import GitRepo
+from tests.support.wire import REPO, Api
+
+
+@pytest.fixture
+def reads(container: Container) -> Any:
+    quick = SqlQuickReads(container.engine)
+    yield quick
+    quick.close()
+
+
+def test_a_token_read_finds_the_orgs_queue_and_nothing_of_another_org(
+    reads: SqlQuickReads, queue: Api, token: str, other_token: str
+) -> None:
+    found = reads.token_queue_version(hash_token(token), REPO, "main")
+    assert found is not None
+    assert found.token_hash == hash_token(token)
+    assert found.found.queue_id is not None
+    no_queue = reads.token_queue_version(hash_token(token), REPO, "release")
+    assert no_queue is not None
+    assert no_queue.found.queue_id is None
+    assert reads.token_queue_version(hash_token(other_token), REPO, "main") is None
+    assert reads.token_queue_version(hash_token("kg_not_a_token"), REPO, "main") is None
+    elsewhere = RepoRef(REPO.host, REPO.owner, "other")
+    assert reads.token_queue_version(hash_token(token), elsewhere, "main") is None
+
+
+def test_a_held_connection_sees_each_commit_at_once(
+    reads: SqlQuickReads, queue: Api, container: Container, token: str, registered_repo: GitRepo
+) -> None:
+    hashed = hash_token(token)
+    first = reads.token_queue_version(hashed, REPO, "main")
+    assert first is not None
+    registered_repo.open_pr(1, {"a.txt": "a\n"})
+    assert queue.post("submitPullRequest", targetBranch="main", pr={"number": 1}).status_code == 200
+    moved = reads.token_queue_version(hashed, REPO, "main")
+    assert moved is not None
+    assert moved.found.version > first.found.version
+    options = reads.token_queued_options(hashed, REPO, "main", 1)
+    assert options is not None
+    assert options.found.state is not None
+    with container.engine.begin() as connection:
+        connection.execute(text("UPDATE api_tokens SET revoked_at = CURRENT_TIMESTAMP"))
+    assert reads.token_queue_version(hashed, REPO, "main") is None
+    assert reads.token_queued_options(hashed, REPO, "main", 1) is None
+
+
+def test_threads_past_the_held_ones_read_from_the_pool(
+    reads: SqlQuickReads, queue: Api, token: str
+) -> None:
+    hashed = hash_token(token)
+    answers: list[Any] = []
+
+    def read() -> None:
+        answers.append(reads.token_queue_version(hashed, REPO, "main"))
+
+    threads = [threading.Thread(target=read) for _ in range(HELD_CONNECTIONS + 3)]
+    for thread in threads:
+        thread.start()
+        thread.join()
+    assert len(answers) == HELD_CONNECTIONS + 3
+    assert all(answer is not None and answer.found.queue_id for answer in answers)
+    reads.close()  # closes the held connections; reads go on from the pool
+    assert reads.token_queue_version(hashed, REPO, "main") is not None
+
+
+@pytest.mark.skipif(PG_URL is None, reason="needs KEEPGREEN_TEST_DATABASE_URL (PostgreSQL)")
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_held_connection_the_server_dropped_is_let_go(
+    reads: SqlQuickReads, queue: Api, container: Container, token: str
+) -> None:
+    hashed = hash_token(token)
+    assert reads.token_queue_version(hashed, REPO, "main") is not None
+    held = reads._local.connection  # the connection the test drops
+    pid = held.info.backend_pid
+    with container.engine.begin() as connection:
+        connection.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+    assert reads.token_queue_version(hashed, REPO, "main") is not None
+    assert held.closed
+    again = reads.token_queue_version(hashed, REPO, "main")
+    assert again is not None
+    assert reads._local.connection is not held

@@ -1,0 +1,102 @@
+"""What the worker asks git at each pass over a waiting queue: every PR's head in one read,
+and whether a pending PR merges onto the branch only when its head or the branch's tip moved.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import pytest
+
+from keepgreen.adapters.git.local_host import LocalGitHost
+from keepgreen.core.enums import Mergeability
+from keepgreen.core.model import PullRequestInfo, Repository
+from tests.support.scenario import Scenario
+
+
+class Counting(LocalGitHost):
+    """The local host, counting the reads the worker makes of it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: Counter[str] = Counter()
+
+    def pull_request(self, repo: Repository, number: int) -> PullRequestInfo | None:
+        self.calls["pull_request"] += 1
+        return super().pull_request(repo, number)
+
+    def pull_request_heads(self, repo: Repository, numbers: Sequence[int]) -> dict[int, str | None]:
+        self.calls["pull_request_heads"] += 1
+        return super().pull_request_heads(repo, numbers)
+
+    def mergeability(self, repo: Repository, *, head_sha: str, target_branch: str) -> Mergeability:
+        self.calls["mergeability"] += 1
+        return super().mergeability(repo, head_sha=head_sha, target_branch=target_branch)
+
+    def is_up_to_date(self, repo: Repository, *, head_sha: str, target_branch: str) -> bool:
+        self.calls["is_up_to_date"] += 1
+        return super().is_up_to_date(repo, head_sha=head_sha, target_branch=target_branch)
+
+
+@pytest.fixture
+def code_host() -> Counting:
+    return Counting()
+
+
+def test_a_waiting_queue_costs_one_head_read_a_pass(
+    scenario: Scenario, code_host: Counting
+) -> None:
+    """PR 1 tests (CI silent) while PRs 2 and 3 wait. Passes over the unchanged queue read
+    the heads once each and ask nothing about merging; a new commit on main has each waiting
+    PR asked again, and a conflict it brings is seen.
+    """
+    scenario.create_queue(concurrency=1)
+    scenario.ci_answers = False
+    scenario.pr(1, {"a.txt": "a\n"})
+    scenario.pr(2, {"b.txt": "b\n"})
+    scenario.pr(3, {"shared.txt": "from PR 3\n"})
+    for number in (1, 2, 3):
+        scenario.submit(number)
+    scenario.settle()
+    assert scenario.states() == {1: "testing", 2: "pending", 3: "pending"}
+
+    code_host.calls.clear()
+    for _ in range(3):
+        scenario.work()
+    assert code_host.calls["pull_request_heads"] == 3
+    assert code_host.calls["pull_request"] == 0
+    assert code_host.calls["mergeability"] == 0
+    assert code_host.calls["is_up_to_date"] == 0
+
+    scenario.push_to_main({"shared.txt": "from main\n"}, "main takes shared.txt")
+    code_host.calls.clear()
+    scenario.settle()
+    assert code_host.calls["mergeability"] >= 2  # PRs 2 and 3, against the new tip
+    assert scenario.entry(3).readiness.mergeability is Mergeability.NOT_MERGEABLE
+    assert scenario.entry(2).readiness.mergeability is Mergeability.MERGEABLE
+
+
+def test_a_new_head_is_asked_about_again(scenario: Scenario, code_host: Counting) -> None:
+    scenario.create_queue(concurrency=1)
+    scenario.ci_answers = False
+    scenario.pr(1, {"a.txt": "a\n"})
+    scenario.pr(2, {"b.txt": "b\n"})
+    scenario.submit(1)
+    scenario.submit(2)
+    scenario.settle()
+    assert scenario.states() == {1: "testing", 2: "pending"}
+    assert scenario.entry(2).readiness.mergeability is Mergeability.MERGEABLE
+
+    scenario.push_to_main({"b.txt": "main's b\n"}, "main takes b.txt")
+    scenario.settle()
+    assert scenario.entry(2).readiness.mergeability is Mergeability.NOT_MERGEABLE
+    # PR 2's author resolves the conflict (a new head takes a PR out of the queue) and
+    # submits it again: its new head merges.
+    new_head = scenario.push_to_pr(2, {"b.txt": "main's b\n", "c.txt": "c\n"}, "Resolve")
+    scenario.settle()
+    assert scenario.api_state(2) == "cancelled"
+    scenario.submit(2)
+    scenario.settle()
+    assert scenario.entry(2).head_sha == new_head
+    assert scenario.entry(2).readiness.mergeability is Mergeability.MERGEABLE

@@ -1,0 +1,212 @@
+"""The polled calls answered before the router (`keepgreen.web.polled`): only when the answer
+is certain, with the same bytes, headers, access log and refusals as the routes give; anything
+else reaches the routes with its body intact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from keepgreen.bootstrap import Container
+from keepgreen.web.app import API_PREFIX
+from keepgreen.web.polled import PolledCalls
+from keepgreen.web.snapshots import Snapshots
+from tests.conftest import LogLines
+from tests.support.gitrepo import GitRepo
+from tests.support.wire import Api
+
+PR = {"number": 1}
+POLLED = (
+    ("getQueue", {"targetBranch": "main"}),
+    ("getSubmittedPullRequest", {"targetBranch": "main", "pr": PR}),
+)
+IDS = [verb for verb, _ in POLLED]
+
+
+@pytest.fixture
+def submitted(queue: Api, registered_repo: GitRepo) -> Api:
+    registered_repo.open_pr(1, {"a.txt": "a\n"}, title="Add a")
+    assert queue.post("submitPullRequest", targetBranch="main", pr=PR).status_code == 200
+    return queue
+
+
+class Counted:
+    """A service method wrapped to count its calls (the routes' reads; the fast path makes
+    none of them).
+    """
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> None:
+        self.calls = 0
+        original: Callable[..., Any] = getattr(owner, name)
+
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counting)
+
+
+def post(api: Api, verb: str, body: dict[str, Any], **headers: str) -> Any:
+    return api.client.post(
+        f"/v1/{verb}",
+        json={"repo": api.repo, **body},
+        headers={"x-api-token": api.token, **headers},
+    )
+
+
+@pytest.mark.parametrize(("verb", "body"), POLLED, ids=IDS)
+def test_a_young_snapshot_is_answered_before_the_router(
+    submitted: Api,
+    container: Container,
+    monkeypatch: pytest.MonkeyPatch,
+    verb: str,
+    body: dict[str, Any],
+) -> None:
+    first = post(submitted, verb, body)  # builds the snapshot, through the route
+    assert first.status_code == 200
+    routed = Counted(monkeypatch, container.queues, "version")
+    again = post(submitted, verb, body)
+    assert routed.calls == 0
+    assert again.status_code == 200
+    assert again.content == first.content
+    for header in ("etag", "cache-control", "content-type", "content-length"):
+        assert again.headers[header] == first.headers[header], header
+    assert again.headers["x-request-id"]
+    not_modified = post(submitted, verb, body, **{"if-none-match": first.headers["etag"]})
+    assert routed.calls == 0
+    assert not_modified.status_code == 304
+    assert not_modified.content == b""
+    assert not_modified.headers["etag"] == first.headers["etag"]
+
+
+@pytest.mark.parametrize(("verb", "body"), POLLED, ids=IDS)
+def test_a_revoked_token_is_refused_with_a_snapshot_at_hand(
+    submitted: Api, container: Container, verb: str, body: dict[str, Any]
+) -> None:
+    assert post(submitted, verb, body).status_code == 200
+    assert post(submitted, verb, body).status_code == 200
+    (listed,) = container.admin.list_tokens(org_slug="acme")
+    container.admin.revoke_token(listed.id)
+    refused = post(submitted, verb, body)
+    assert refused.status_code == 401
+    assert "etag" not in refused.headers
+    resubmitted = post(submitted, "submitPullRequest", {"targetBranch": "main", "pr": PR})
+    assert resubmitted.status_code == 401
+
+
+@pytest.mark.parametrize(("verb", "body"), POLLED, ids=IDS)
+def test_another_orgs_token_and_unknown_names_get_the_routes_404(
+    submitted: Api, other_token: str, verb: str, body: dict[str, Any]
+) -> None:
+    assert post(submitted, verb, body).status_code == 200
+    assert post(submitted, verb, body).status_code == 200
+    other = post(submitted, verb, body, **{"x-api-token": other_token})
+    assert other.status_code == 404
+    assert other.json()["error"]["code"] == "repository_not_found"
+    no_queue = post(submitted, verb, {**body, "targetBranch": "release"})
+    assert no_queue.status_code == 404
+    assert no_queue.json()["error"]["code"] == "queue_not_found"
+
+
+@pytest.mark.parametrize(("verb", "body"), POLLED, ids=IDS)
+def test_bodies_the_model_refuses_get_the_routes_errors(
+    submitted: Api, verb: str, body: dict[str, Any]
+) -> None:
+    assert post(submitted, verb, body).status_code == 200
+    headers = {"x-api-token": submitted.token, "content-type": "application/json"}
+    for raw in (b"{", b"[]", json.dumps({**body, "repo": submitted.repo, "targetBranch": 5})):
+        refused = submitted.client.post(f"/v1/{verb}", content=raw, headers=headers)
+        assert 400 <= refused.status_code < 500, raw
+        assert "error" in refused.json() or "detail" in refused.json()
+    # Not declared JSON: the route decides (and answers as it always did).
+    plain = submitted.client.post(
+        f"/v1/{verb}",
+        content=json.dumps({"repo": submitted.repo, **body}),
+        headers={"x-api-token": submitted.token, "content-type": "text/plain"},
+    )
+    routed = post(submitted, verb, body)
+    assert plain.status_code in (routed.status_code, 400, 415, 422)
+
+
+def test_a_resubmit_that_changes_something_or_is_refused_goes_to_the_route(
+    submitted: Api,
+) -> None:
+    assert post(submitted, "submitPullRequest", {"targetBranch": "main", "pr": PR}).json() == {}
+    bad = post(submitted, "submitPullRequest", {"targetBranch": "main", "pr": PR, "priority": 999})
+    assert bad.status_code == 400
+    assert "priority" in bad.json()["error"]["message"]
+    changed = post(
+        submitted, "submitPullRequest", {"targetBranch": "main", "pr": PR, "noBatch": True}
+    )
+    assert changed.status_code == 200
+    listed = submitted.post("getQueue", targetBranch="main").json()["enqueuedPullRequests"]
+    assert [pr["noBatch"] for pr in listed] == [True]
+
+
+@pytest.mark.parametrize(("verb", "body"), POLLED, ids=IDS)
+def test_the_access_log_names_the_route_of_a_quick_answer(
+    submitted: Api, log_lines: LogLines, verb: str, body: dict[str, Any]
+) -> None:
+    assert post(submitted, verb, body).status_code == 200
+    answered = post(submitted, verb, body, **{"x-request-id": "poll-42"})
+    assert answered.headers["x-request-id"] == "poll-42"
+    access = [line for line in log_lines.events("request") if line["request_id"] == "poll-42"]
+    assert [(line["route"], line["status"], line["method"]) for line in access] == [
+        (f"/v1/{verb}", 200, "POST")
+    ]
+
+
+# -- the door alone ----------------------------------------------------------------------------
+
+
+def test_a_request_it_leaves_reaches_the_app_with_its_body(
+    container: Container, token: str, registered_repo: GitRepo
+) -> None:
+    """No snapshot yet: the app gets the very body the client sent, in one piece, then the
+    client's next message.
+    """
+    seen: list[dict[str, Any]] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(await receive())
+        seen.append(await receive())
+
+    body = json.dumps(
+        {"repo": {"host": "github.com", "owner": "acme", "name": "widgets"}, "targetBranch": "x"}
+    ).encode()
+    door = PolledCalls(prefix=API_PREFIX, container=container, snapshots=Snapshots())
+    incoming = iter(
+        [
+            {"type": "http.request", "body": body[:10], "more_body": True},
+            {"type": "http.request", "body": body[10:], "more_body": False},
+            {"type": "http.disconnect"},
+        ]
+    )
+
+    async def receive() -> dict[str, Any]:
+        return next(incoming)
+
+    async def send(_message: Any) -> None:
+        raise AssertionError("the door answered")
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/getQueue",
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"x-api-token", token.encode()),
+        ],
+    }
+    assert door.handles(scope)
+    asyncio.run(door(scope, receive, send, app))
+    assert seen == [
+        {"type": "http.request", "body": body, "more_body": False},
+        {"type": "http.disconnect"},
+    ]
