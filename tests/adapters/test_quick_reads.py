@@ -14,10 +14,15 @@ from sqlalchemy import text
 from keepgreen.adapters.db.quick_reads import HELD_CONNECTIONS, SqlQuickReads
 from keepgreen.app.admin import hash_token
 from keepgreen.bootstrap import Container
-from keepgreen.core.model import RepoRef
+from keepgreen.core.model import QueueAsk, QueueVersion, RepoRef, TokenRead
 from tests.conftest import PG_URL
 from tests.support.gitrepo import GitRepo
 from tests.support.wire import REPO, Api
+
+
+def version(reads: SqlQuickReads, token: str, ref: RepoRef, branch: str) -> Any:
+    (found,) = reads.token_queue_versions([(hash_token(token), QueueAsk(ref, branch))])
+    return found
 
 
 @pytest.fixture
@@ -30,47 +35,69 @@ def reads(container: Container) -> Any:
 def test_a_token_read_finds_the_orgs_queue_and_nothing_of_another_org(
     reads: SqlQuickReads, queue: Api, token: str, other_token: str
 ) -> None:
-    found = reads.token_queue_version(hash_token(token), REPO, "main")
+    found = version(reads, token, REPO, "main")
     assert found is not None
     assert found.token_hash == hash_token(token)
     assert found.found.queue_id is not None
-    no_queue = reads.token_queue_version(hash_token(token), REPO, "release")
+    no_queue = version(reads, token, REPO, "release")
     assert no_queue is not None
     assert no_queue.found.queue_id is None
-    assert reads.token_queue_version(hash_token(other_token), REPO, "main") is None
-    assert reads.token_queue_version(hash_token("kg_not_a_token"), REPO, "main") is None
+    assert version(reads, other_token, REPO, "main") is None
+    assert version(reads, "kg_not_a_token", REPO, "main") is None
     elsewhere = RepoRef(REPO.host, REPO.owner, "other")
-    assert reads.token_queue_version(hash_token(token), elsewhere, "main") is None
+    assert version(reads, token, elsewhere, "main") is None
+
+
+def test_many_reads_in_one_statement_answer_each_as_alone(
+    reads: SqlQuickReads, queue: Api, token: str, other_token: str
+) -> None:
+    """70 asks (past the rows one statement asks, MAX_ASKED), mixing live and unknown tokens,
+    orgs, repositories and branches: each answered as if asked alone, in the order asked.
+    """
+    elsewhere = RepoRef(REPO.host, REPO.owner, "other")
+    kinds = [
+        (token, REPO, "main"),
+        (other_token, REPO, "main"),
+        (token, REPO, "release"),
+        ("kg_not_a_token", REPO, "main"),
+        (token, elsewhere, "main"),
+    ]
+    asked = [kinds[index % len(kinds)] for index in range(70)]
+    alone: list[TokenRead[QueueVersion] | None] = [version(reads, *one) for one in asked]
+    together = reads.token_queue_versions(
+        [(hash_token(secret), QueueAsk(ref, branch)) for secret, ref, branch in asked]
+    )
+    assert together == alone
+    assert [found is not None for found in together[:5]] == [True, False, True, False, False]
+    assert reads.token_queue_versions([]) == []
 
 
 def test_a_held_connection_sees_each_commit_at_once(
     reads: SqlQuickReads, queue: Api, container: Container, token: str, registered_repo: GitRepo
 ) -> None:
-    hashed = hash_token(token)
-    first = reads.token_queue_version(hashed, REPO, "main")
+    first = version(reads, token, REPO, "main")
     assert first is not None
     registered_repo.open_pr(1, {"a.txt": "a\n"})
     assert queue.post("submitPullRequest", targetBranch="main", pr={"number": 1}).status_code == 200
-    moved = reads.token_queue_version(hashed, REPO, "main")
+    moved = version(reads, token, REPO, "main")
     assert moved is not None
     assert moved.found.version > first.found.version
-    options = reads.token_queued_options(hashed, REPO, "main", 1)
+    (options,) = reads.token_queued_options([(hash_token(token), QueueAsk(REPO, "main", 1))])
     assert options is not None
     assert options.found.state is not None
     with container.engine.begin() as connection:
         connection.execute(text("UPDATE api_tokens SET revoked_at = CURRENT_TIMESTAMP"))
-    assert reads.token_queue_version(hashed, REPO, "main") is None
-    assert reads.token_queued_options(hashed, REPO, "main", 1) is None
+    assert version(reads, token, REPO, "main") is None
+    assert reads.token_queued_options([(hash_token(token), QueueAsk(REPO, "main", 1))]) == [None]
 
 
 def test_threads_past_the_held_ones_read_from_the_pool(
     reads: SqlQuickReads, queue: Api, token: str
 ) -> None:
-    hashed = hash_token(token)
     answers: list[Any] = []
 
     def read() -> None:
-        answers.append(reads.token_queue_version(hashed, REPO, "main"))
+        answers.append(version(reads, token, REPO, "main"))
 
     threads = [threading.Thread(target=read) for _ in range(HELD_CONNECTIONS + 3)]
     for thread in threads:
@@ -79,7 +106,7 @@ def test_threads_past_the_held_ones_read_from_the_pool(
     assert len(answers) == HELD_CONNECTIONS + 3
     assert all(answer is not None and answer.found.queue_id for answer in answers)
     reads.close()  # closes the held connections; reads go on from the pool
-    assert reads.token_queue_version(hashed, REPO, "main") is not None
+    assert version(reads, token, REPO, "main") is not None
 
 
 @pytest.mark.skipif(PG_URL is None, reason="needs KEEPGREEN_TEST_DATABASE_URL (PostgreSQL)")
@@ -87,14 +114,13 @@ def test_threads_past_the_held_ones_read_from_the_pool(
 def test_a_held_connection_the_server_dropped_is_let_go(
     reads: SqlQuickReads, queue: Api, container: Container, token: str
 ) -> None:
-    hashed = hash_token(token)
-    assert reads.token_queue_version(hashed, REPO, "main") is not None
+    assert version(reads, token, REPO, "main") is not None
     held = reads._local.connection  # the connection the test drops
     pid = held.info.backend_pid
     with container.engine.begin() as connection:
         connection.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
-    assert reads.token_queue_version(hashed, REPO, "main") is not None
+    assert version(reads, token, REPO, "main") is not None
     assert held.closed
-    again = reads.token_queue_version(hashed, REPO, "main")
+    again = version(reads, token, REPO, "main")
     assert again is not None
     assert reads._local.connection is not held

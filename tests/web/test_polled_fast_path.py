@@ -10,11 +10,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 
 from keepgreen.bootstrap import Container
 from keepgreen.web.app import API_PREFIX
-from keepgreen.web.polled import PolledCalls
+from keepgreen.web.polled import Batched, PolledCalls
 from keepgreen.web.snapshots import Snapshots
 from tests.conftest import LogLines
 from tests.support.gitrepo import GitRepo
@@ -210,3 +211,91 @@ def test_a_request_it_leaves_reaches_the_app_with_its_body(
         {"type": "http.request", "body": body, "more_body": False},
         {"type": "http.disconnect"},
     ]
+
+
+# -- reads made together -------------------------------------------------------------------------
+
+
+def test_reads_asked_in_one_turn_are_made_together() -> None:
+    made: list[list[int]] = []
+
+    def read(asked: list[int]) -> list[int]:
+        made.append(asked)
+        return [number * 10 for number in asked]
+
+    async def scenario() -> list[int]:
+        batched = Batched(read, together=True)
+        return list(await asyncio.gather(*(batched.read(number) for number in range(5))))
+
+    assert asyncio.run(scenario()) == [0, 10, 20, 30, 40]
+    assert made == [[0, 1, 2, 3, 4]]
+
+
+def test_a_failed_read_fails_every_request_of_its_turn_and_alone_reads_at_once() -> None:
+    def read(asked: list[int]) -> list[int]:
+        raise RuntimeError("the database went away")
+
+    async def together() -> list[object]:
+        batched = Batched(read, together=True)
+        return list(
+            await asyncio.gather(*(batched.read(n) for n in range(3)), return_exceptions=True)
+        )
+
+    assert [type(got) for got in asyncio.run(together())] == [RuntimeError] * 3
+
+    made: list[list[int]] = []
+
+    def counted(asked: list[int]) -> list[int]:
+        made.append(asked)
+        return asked
+
+    async def alone() -> list[int]:
+        batched = Batched(counted, together=False)
+        return list(await asyncio.gather(*(batched.read(n) for n in range(3))))
+
+    assert asyncio.run(alone()) == [0, 1, 2]
+    assert made == [[0], [1], [2]]
+
+
+def test_pollers_arriving_together_share_one_read_and_each_get_their_answer(
+    submitted: Api, container: Container, other_token: str
+) -> None:
+    """Eight getQueue, four getSubmittedPullRequest and a revoked and another org's token, at
+    once through the real app: the reads are made together (on PostgreSQL that is one round
+    trip), and each request gets the answer it would get alone.
+    """
+    alone = {verb: post(submitted, verb, body) for verb, body in POLLED}
+    app = submitted.client.app
+    sizes: list[int] = []
+    read = container.queues.versions_for_tokens
+
+    def counted(asked: list[Any]) -> list[Any]:
+        sizes.append(len(asked))
+        return read(asked)
+
+    app.polled.versions = Batched(counted, together=True)  # as on PostgreSQL
+
+    async def together() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://kg") as client:
+
+            def one(verb: str, body: dict[str, Any], token: str) -> Any:
+                return client.post(
+                    f"/v1/{verb}",
+                    json={"repo": submitted.repo, **body},
+                    headers={"x-api-token": token},
+                )
+
+            asked = [one(*POLLED[0], submitted.token) for _ in range(8)]
+            asked += [one(*POLLED[1], submitted.token) for _ in range(4)]
+            asked.append(one(*POLLED[0], other_token))
+            return list(await asyncio.gather(*asked))
+
+    answers = asyncio.run(together())
+    assert max(sizes) > 1
+    assert sum(sizes) == len(answers)
+    for answer in answers[:8]:
+        assert (answer.status_code, answer.content) == (200, alone["getQueue"].content)
+    for answer in answers[8:12]:
+        assert answer.content == alone["getSubmittedPullRequest"].content
+    assert answers[12].status_code == 404

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from keepgreen.app.admin import presented_hash
@@ -12,6 +12,7 @@ from keepgreen.app.ports import QuickReads, UnitOfWork
 from keepgreen.core.ids import OrgId
 from keepgreen.core.model import (
     Queue,
+    QueueAsk,
     QueuedOptions,
     QueueEntry,
     QueueVersion,
@@ -48,22 +49,29 @@ def queued_options(
     return _in_a_queue(quick.queued_options(org_id, ref, branch, number), ref, branch)
 
 
-def for_token(
-    read: Callable[[str], TokenRead[Found] | None], token: str
-) -> tuple[OrgId, Found] | None:
-    """What `read` (a quick read made for the org of a token's hash) found for a presented
-    token: its org and what it found, when the token is live and its org's queue exists; None
-    for anything else, which the full path answers (with its 401 or 404).
+def for_tokens(
+    read: Callable[[list[tuple[str, QueueAsk]]], Sequence[TokenRead[Found] | None]],
+    asked: Sequence[tuple[str, QueueAsk]],
+) -> list[tuple[OrgId, Found] | None]:
+    """What `read` (a quick read made for the orgs of tokens' hashes) found for each presented
+    token and what it asks: its org and what was found, when the token is live and its org's
+    queue exists; None for anything else, which the full path answers (with its 401 or 404).
     """
-    candidate = presented_hash(token)
-    if candidate is None:
-        return None
-    found = read(candidate)
-    if found is None or not hmac.compare_digest(found.token_hash, candidate):
-        return None
-    if found.found.queue_id is None:
-        return None
-    return found.org_id, found.found
+    answers: list[tuple[OrgId, Found] | None] = [None] * len(asked)
+    readable = [
+        (index, hashed, ask)
+        for index, (token, ask) in enumerate(asked)
+        if (hashed := presented_hash(token)) is not None
+    ]
+    if not readable:
+        return answers
+    found = read([(hashed, ask) for _index, hashed, ask in readable])
+    for (index, hashed, _ask), one in zip(readable, found, strict=True):
+        if one is None or not hmac.compare_digest(one.token_hash, hashed):
+            continue
+        if one.found.queue_id is not None:
+            answers[index] = (one.org_id, one.found)
+    return answers
 
 
 def _in_a_queue(found: Found | None, ref: RepoRef, branch: str) -> Found:

@@ -34,6 +34,7 @@ from keepgreen.core.model import (
     Org,
     PullRequestInfo,
     Queue,
+    QueueAsk,
     QueuedOptions,
     QueueEntry,
     QueueVersion,
@@ -658,18 +659,19 @@ class QuickReads(Protocol):
         """
         ...
 
-    def token_queue_version(
-        self, token_hash: str, ref: RepoRef, branch: str
-    ) -> TokenRead[QueueVersion] | None:
-        """`queue_version` for the org of the live token of this hash, in the same statement:
-        None when there is no such token or the repository is not its org's.
+    def token_queue_versions(
+        self, asked: Sequence[tuple[str, QueueAsk]]
+    ) -> list[TokenRead[QueueVersion] | None]:
+        """`queue_version` of each asked queue for the org of the live token of the hash it
+        comes with, all in one statement (the token checked in it): for each, None when there
+        is no such token or the repository is not its org's.
         """
         ...
 
     def token_queued_options(
-        self, token_hash: str, ref: RepoRef, branch: str, number: int
-    ) -> TokenRead[QueuedOptions] | None:
-        """`queued_options` for the org of the live token of this hash, in the same statement."""
+        self, asked: Sequence[tuple[str, QueueAsk]]
+    ) -> list[TokenRead[QueuedOptions] | None]:
+        """`queued_options` of each asked PR the same way."""
         ...
 
 

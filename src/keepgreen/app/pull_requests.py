@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -18,7 +18,7 @@ from keepgreen.app.lookup import (
     find_queue,
     find_queued_entry,
     find_repository,
-    for_token,
+    for_tokens,
     queued_options,
 )
 from keepgreen.app.ports import (
@@ -39,6 +39,7 @@ from keepgreen.core.model import (
     Incident,
     PullRequestInfo,
     Queue,
+    QueueAsk,
     QueuedOptions,
     QueueEntry,
     Readiness,
@@ -74,6 +75,16 @@ class ExplainedEntry:
     explanation: Explanation
     incidents: tuple[Incident, ...]
     queue_version: int  # the version of the queue it was read at
+
+
+@dataclass(frozen=True, slots=True)
+class Resubmit:
+    """A submit as presented: the token, the PR it names, and the options it asks for."""
+
+    token: str
+    ask: QueueAsk
+    priority: Priority | None
+    no_batch: bool | None
 
 
 class PullRequestService:
@@ -115,24 +126,18 @@ class PullRequestService:
         found = queued_options(self._quick, target.org_id, target.repo, target.branch, number)
         return _unchanged(found, priority, no_batch)
 
-    def token_resubmit_changes_nothing(
-        self,
-        token: str,
-        ref: RepoRef,
-        branch: str,
-        number: int,
-        *,
-        priority: Priority | None = None,
-        no_batch: bool | None = None,
-    ) -> bool:
-        """`changes_nothing` for the org of a presented token, the token checked in the same
-        read: False for a token that is not live or a queue the org does not have too (the
-        full submit refuses those).
+    def resubmits_changing_nothing(self, asked: Sequence[Resubmit]) -> list[bool]:
+        """`changes_nothing` of each resubmit for the org of the presented token it comes with,
+        the tokens checked in the same read, all in one: False for a token that is not live or
+        a queue its org does not have too (the full submit refuses those).
         """
-        found = for_token(
-            lambda hashed: self._quick.token_queued_options(hashed, ref, branch, number), token
+        found = for_tokens(
+            self._quick.token_queued_options, [(one.token, one.ask) for one in asked]
         )
-        return found is not None and _unchanged(found[1], priority, no_batch)
+        return [
+            read is not None and _unchanged(read[1], one.priority, one.no_batch)
+            for one, read in zip(asked, found, strict=True)
+        ]
 
     def submit(
         self,

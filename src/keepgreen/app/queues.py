@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from keepgreen.app.engine import QueueEngine, live_entries
 from keepgreen.app.errors import Conflict, InvalidInput
 from keepgreen.app.incidents import INCIDENTS_SHOWN_FOR, SHOWN_INCIDENTS
-from keepgreen.app.lookup import find_queue, find_repository, for_token, queue_version
+from keepgreen.app.lookup import find_queue, find_repository, for_tokens, queue_version
 from keepgreen.app.ports import Clock, IdFactory, QuickReads, UnitOfWorkFactory
 from keepgreen.app.stall import read_stall
 from keepgreen.core.enums import (
@@ -21,7 +21,14 @@ from keepgreen.core.enums import (
     QueueState,
 )
 from keepgreen.core.ids import OrgId, QueueId
-from keepgreen.core.model import Queue, QueueConfig, QueueSnapshot, QueueVersion, RepoRef
+from keepgreen.core.model import (
+    Queue,
+    QueueAsk,
+    QueueConfig,
+    QueueSnapshot,
+    QueueVersion,
+    RepoRef,
+)
 from keepgreen.core.names import branch_name_problem
 from keepgreen.core.ordering import queue_order
 from keepgreen.core.scheduler import QueueConfigChanged
@@ -218,14 +225,15 @@ class QueueService:
         """The queue's id and version (one short read), or the 404 `get` would raise."""
         return queue_version(self._quick, org_id, ref, branch)
 
-    def version_for_token(
-        self, token: str, ref: RepoRef, branch: str
-    ) -> tuple[OrgId, QueueVersion] | None:
-        """`version` for the org of a presented token, the token checked in the same read:
-        None when the token is not live or the org has no such queue (what `version` and the
-        token check would refuse, left to them).
+    def versions_for_tokens(
+        self, asked: Sequence[tuple[str, QueueAsk]]
+    ) -> list[tuple[OrgId, QueueVersion] | None]:
+        """`version` of each asked queue for the org of the presented token it comes with, the
+        tokens checked in the same read, all in one: None for one whose token is not live or
+        whose org has no such queue (what `version` and the token check would refuse, left to
+        them).
         """
-        return for_token(lambda hashed: self._quick.token_queue_version(hashed, ref, branch), token)
+        return for_tokens(self._quick.token_queue_versions, asked)
 
     def get(self, org_id: OrgId, ref: RepoRef, branch: str) -> QueueSnapshot:
         """The queue, its admitted entries in queue order (not_ready PRs are not listed), its

@@ -456,6 +456,15 @@ class QueueVersion:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueAsk:
+    """What a polled call names: a queue, and a PR of it (`number` 0 when it names none)."""
+
+    ref: RepoRef
+    branch: str
+    number: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class TokenRead(Generic[Found]):
     """A quick read made for the org of a token, with the token's org and stored hash."""
 

@@ -19,18 +19,21 @@ one place.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from keepgreen.app.errors import InvalidInput
+from keepgreen.app.pull_requests import Resubmit
 from keepgreen.bootstrap import Container
 from keepgreen.core.ids import QueueId
+from keepgreen.core.model import QueueAsk
 from keepgreen.web.auth import TOKEN_HEADER
 from keepgreen.web.observability import (
     REQUEST_ID_HEADER_BYTES,
@@ -49,6 +52,8 @@ _EMPTY_OBJECT = b"{}"
 _TOKEN_HEADER = TOKEN_HEADER.encode()
 
 Model = TypeVar("Model", bound=BaseModel)
+Ask = TypeVar("Ask")
+Got = TypeVar("Got")
 Polled = TypeVar("Polled", bound=QueueRequest)
 
 
@@ -63,7 +68,48 @@ class Asked:
 
 # A call's quick answer: (status, headers, body), or None to leave the request to the app.
 Answer = tuple[int, list[tuple[bytes, bytes]], bytes] | None
-QuickCall = Callable[["PolledCalls", Asked], Answer]
+QuickCall = Callable[["PolledCalls", Asked], Awaitable[Answer]]
+
+
+class Batched(Generic[Ask, Got]):
+    """Reads asked during one turn of the event loop, made together by one call of `read`.
+
+    On PostgreSQL each read is a round trip to the server, during which the event loop (the
+    read is synchronous) waits; the requests that arrived meanwhile are read together in the
+    next turn, one round trip for all of them. Each is still read after it arrived, so it
+    sees every write made before it. `together=False` (SQLite, where a read is a few
+    microseconds of file access) reads each at once.
+    """
+
+    def __init__(self, read: Callable[[list[Ask]], list[Got]], *, together: bool) -> None:
+        self._read = read
+        self._together = together
+        # Per event loop (a test client runs its own): the reads asked, and their futures.
+        self._asked: dict[asyncio.AbstractEventLoop, list[tuple[Ask, asyncio.Future[Got]]]] = {}
+
+    async def read(self, ask: Ask) -> Got:
+        if not self._together:
+            return self._read([ask])[0]
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Got] = loop.create_future()
+        asked = self._asked.setdefault(loop, [])
+        asked.append((ask, future))
+        if len(asked) == 1:
+            loop.call_soon(self._read_asked, loop)
+        return await future
+
+    def _read_asked(self, loop: asyncio.AbstractEventLoop) -> None:
+        asked = self._asked.pop(loop, [])
+        try:
+            got = self._read([ask for ask, _future in asked])
+        except Exception as error:  # noqa: BLE001 (each request is answered by the app then)
+            for _ask, future in asked:
+                if not future.done():
+                    future.set_exception(error)
+            return
+        for (_ask, future), one in zip(asked, got, strict=True):
+            if not future.done():  # its request may have been cancelled (the client left)
+                future.set_result(one)
 
 
 class PolledCalls:
@@ -80,6 +126,11 @@ class PolledCalls:
         self.container = container
         self.snapshots = snapshots
         self.max_body_bytes = min(max_body_bytes, MAX_BODY_BYTES)
+        together = container.engine.dialect.name != "sqlite"
+        self.versions = Batched(container.queues.versions_for_tokens, together=together)
+        self.resubmits = Batched(
+            container.pull_requests.resubmits_changing_nothing, together=together
+        )
         self.calls: dict[str, tuple[str, QuickCall]] = {
             f"{prefix}{template}": (f"{prefix}{template}", call)
             for template, call in (
@@ -105,7 +156,7 @@ class PolledCalls:
         answer = None
         if complete:
             try:
-                answer = call(self, Asked(asked[0], asked[1], body))
+                answer = await call(self, Asked(asked[0], asked[1], body))
             except Exception:  # noqa: BLE001 (the app answers it, with its error handling)
                 answer = None
         if answer is None:
@@ -121,13 +172,15 @@ class PolledCalls:
             self.container.telemetry, scope, status=status, started=started, request_id=request_id
         )
 
-    def get_queue(self, asked: Asked) -> Answer:
-        return self._kept(asked, QueueRequest, lambda _body, queue_id: queue_key(queue_id))
+    async def get_queue(self, asked: Asked) -> Answer:
+        return await self._kept(asked, QueueRequest, lambda _body, queue_id: queue_key(queue_id))
 
-    def get_submitted(self, asked: Asked) -> Answer:
-        return self._kept(asked, PrRequest, lambda body, queue_id: pr_key(queue_id, body.pr.number))
+    async def get_submitted(self, asked: Asked) -> Answer:
+        return await self._kept(
+            asked, PrRequest, lambda body, queue_id: pr_key(queue_id, body.pr.number)
+        )
 
-    def _kept(
+    async def _kept(
         self,
         asked: Asked,
         model: type[Polled],
@@ -137,15 +190,15 @@ class PolledCalls:
         body = _valid(model, asked.body)
         if body is None:
             return None
-        found = self.container.queues.version_for_token(
-            asked.token, repo_ref(body.repo), body.targetBranch
+        found = await self.versions.read(
+            (asked.token, QueueAsk(repo_ref(body.repo), body.targetBranch))
         )
         if found is None:
             return None
         _org, current = found
         return _snapshot(self.snapshots.get(key_of(body, current.queue_id), current.version), asked)
 
-    def resubmit(self, asked: Asked) -> Answer:
+    async def resubmit(self, asked: Asked) -> Answer:
         body = _valid(SubmitRequest, asked.body)
         if body is None:
             return None
@@ -153,15 +206,8 @@ class PolledCalls:
             priority = parse_priority(body)
         except InvalidInput:
             return None
-        unchanged = self.container.pull_requests.token_resubmit_changes_nothing(
-            asked.token,
-            repo_ref(body.repo),
-            body.targetBranch,
-            body.pr.number,
-            priority=priority,
-            no_batch=body.noBatch,
-        )
-        if not unchanged:
+        ask = QueueAsk(repo_ref(body.repo), body.targetBranch, body.pr.number)
+        if not await self.resubmits.read(Resubmit(asked.token, ask, priority, body.noBatch)):
             return None
         return 200, _json_headers(_EMPTY_OBJECT), _EMPTY_OBJECT
 

@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, create_engine
 
 from keepgreen.core.enums import PrState
 from keepgreen.core.ids import OrgId, QueueId
-from keepgreen.core.model import QueuedOptions, QueueVersion, RepoRef, TokenRead
+from keepgreen.core.model import QueueAsk, QueuedOptions, QueueVersion, RepoRef, TokenRead
 from keepgreen.core.priority import Priority
+
+Found = TypeVar("Found")
 
 _LIVE_TOKEN_SQL = (
     "SELECT org_id, token_hash FROM api_tokens WHERE token_hash = ? AND revoked_at IS NULL"  # noqa: S105 (a query, not a secret)
@@ -52,15 +55,34 @@ def _of_org(columns: str, joins: str) -> str:
     )
 
 
-def _of_token(columns: str, joins: str) -> str:
-    """The same read for the org of a live token, the token's org and hash first: parameters
-    are the joins', the token's hash, then the repository.
-    """
+# Reads for the orgs of tokens, many in one statement (the polled calls of one turn of the event
+# loop): the asked rows are a VALUES list; each answer row names the asked row it answers. An
+# asked row whose token is not live, or whose repository is not the token's org's, has none.
+_ASKED = "asked(i, token_hash, host, owner, name, branch, number)"
+_ASKED_ROW = "(?, ?, ?, ?, ?, ?, ?)"
+_ASKED_JOINS = (
+    "JOIN api_tokens ON api_tokens.token_hash = asked.token_hash "
+    "AND api_tokens.revoked_at IS NULL "
+    "JOIN repositories ON repositories.org_id = api_tokens.org_id "
+    "AND repositories.host = asked.host AND repositories.owner = asked.owner "
+    "AND repositories.name = asked.name "
+    "LEFT OUTER JOIN queues ON queues.repository_id = repositories.id "
+    "AND queues.branch = asked.branch "
+)
+_ENTRY_ASKED = (
+    "LEFT OUTER JOIN queue_entries ON queue_entries.queue_id = queues.id "
+    "AND queue_entries.number = asked.number "
+)
+MAX_ASKED = 32  # rows a statement asks at most; more are asked in several
+
+
+def _of_tokens(columns: str, joins: str, count: int) -> str:
+    """`count` asked rows' read: the asked row's index, the token's org and hash, `columns`."""
+    rows = ", ".join([_ASKED_ROW] * count)
     return (
-        f"SELECT api_tokens.org_id, api_tokens.token_hash, {columns} FROM api_tokens "  # noqa: S608
-        f"JOIN repositories ON repositories.org_id = api_tokens.org_id {joins}"
-        "WHERE api_tokens.token_hash = ? AND api_tokens.revoked_at IS NULL "
-        f"AND {_REPOSITORY_IS}"
+        f"WITH {_ASKED} AS (VALUES {rows}) "  # noqa: S608 (constants, see above)
+        f"SELECT asked.i, api_tokens.org_id, api_tokens.token_hash, {columns} "
+        f"FROM asked {_ASKED_JOINS}{joins}"
     )
 
 
@@ -104,8 +126,13 @@ class SqlQuickReads:
         self._token = marked(_LIVE_TOKEN_SQL)
         self._queue_version = marked(_of_org(_VERSION_COLUMNS, _QUEUE_JOIN))
         self._queued_options = marked(_of_org(_OPTIONS_COLUMNS, _QUEUE_JOIN + _ENTRY_JOIN))
-        self._token_queue_version = marked(_of_token(_VERSION_COLUMNS, _QUEUE_JOIN))
-        self._token_queued_options = marked(_of_token(_OPTIONS_COLUMNS, _QUEUE_JOIN + _ENTRY_JOIN))
+        self._token_queue_versions = [
+            marked(_of_tokens(_VERSION_COLUMNS, "", count)) for count in range(MAX_ASKED + 1)
+        ]
+        self._token_queued_options = [
+            marked(_of_tokens(_OPTIONS_COLUMNS, _ENTRY_ASKED, count))
+            for count in range(MAX_ASKED + 1)
+        ]
 
     def _marked(self, sql: str) -> str:
         return sql.replace("?", self._marker)
@@ -133,23 +160,43 @@ class SqlQuickReads:
         row = self._first(self._queued_options, (branch, number, org_id, *_named(ref)))
         return None if row is None else _options(row)
 
-    def token_queue_version(
-        self, token_hash: str, ref: RepoRef, branch: str
-    ) -> TokenRead[QueueVersion] | None:
-        row = self._first(self._token_queue_version, (branch, token_hash, *_named(ref)))
-        return None if row is None else TokenRead(OrgId(row[0]), row[1], _version(row[2:]))
+    def token_queue_versions(
+        self, asked: Sequence[tuple[str, QueueAsk]]
+    ) -> list[TokenRead[QueueVersion] | None]:
+        return self._for_tokens(self._token_queue_versions, asked, _version)
 
     def token_queued_options(
-        self, token_hash: str, ref: RepoRef, branch: str, number: int
-    ) -> TokenRead[QueuedOptions] | None:
-        row = self._first(self._token_queued_options, (branch, number, token_hash, *_named(ref)))
-        return None if row is None else TokenRead(OrgId(row[0]), row[1], _options(row[2:]))
+        self, asked: Sequence[tuple[str, QueueAsk]]
+    ) -> list[TokenRead[QueuedOptions] | None]:
+        return self._for_tokens(self._token_queued_options, asked, _options)
+
+    def _for_tokens(
+        self,
+        statements: list[str],
+        asked: Sequence[tuple[str, QueueAsk]],
+        found: Callable[[Any], Found],
+    ) -> list[TokenRead[Found] | None]:
+        answers: list[TokenRead[Found] | None] = [None] * len(asked)
+        for start in range(0, len(asked), MAX_ASKED):
+            part = asked[start : start + MAX_ASKED]
+            parameters = [
+                value
+                for index, (token_hash, ask) in enumerate(part, start)
+                for value in (index, token_hash, *_named(ask.ref), ask.branch, ask.number)
+            ]
+            for row in self._all(statements[len(part)], tuple(parameters)):
+                answers[row[0]] = TokenRead(OrgId(row[1]), row[2], found(row[3:]))
+        return answers
 
     def _first(self, sql: str, parameters: tuple[Any, ...]) -> Any:
+        rows = self._all(sql, parameters)
+        return rows[0] if rows else None
+
+    def _all(self, sql: str, parameters: tuple[Any, ...]) -> list[Any]:
         held = self._held_connection()
         if held is not None:
             try:
-                return _fetch_one(held, sql, parameters)
+                return _fetch_all(held, sql, parameters)
             except self._dbapi.OperationalError:
                 # Closed by the server (a restart, an idle timeout): let it go, and read from
                 # the pool, which tries a new connection once more.
@@ -157,7 +204,7 @@ class SqlQuickReads:
         for attempt in (1, 2):
             connection = self._engine.raw_connection()
             try:
-                return _fetch_one(connection, sql, parameters)
+                return _fetch_all(connection, sql, parameters)
             except self._dbapi.OperationalError:
                 # A connection the server closed: drop it, and try once more on a new one; a
                 # database that is down raises the second time.
@@ -193,11 +240,11 @@ class SqlQuickReads:
             held.close()
 
 
-def _fetch_one(connection: Any, sql: str, parameters: tuple[Any, ...]) -> Any:
+def _fetch_all(connection: Any, sql: str, parameters: tuple[Any, ...]) -> list[Any]:
     cursor = connection.cursor()
     try:
         cursor.execute(sql, parameters)
-        return cursor.fetchone()
+        return list(cursor.fetchall())
     finally:
         cursor.close()
 
