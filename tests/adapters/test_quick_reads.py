@@ -5,6 +5,7 @@ connection the database dropped.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
@@ -21,7 +22,7 @@ from tests.support.wire import REPO, Api
 
 
 def version(reads: SqlQuickReads, token: str, ref: RepoRef, branch: str) -> Any:
-    (found,) = reads.token_queue_versions([(hash_token(token), QueueAsk(ref, branch))])
+    (found,) = asyncio.run(reads.token_queue_versions([(hash_token(token), QueueAsk(ref, branch))]))
     return found
 
 
@@ -64,12 +65,14 @@ def test_many_reads_in_one_statement_answer_each_as_alone(
     ]
     asked = [kinds[index % len(kinds)] for index in range(70)]
     alone: list[TokenRead[QueueVersion] | None] = [version(reads, *one) for one in asked]
-    together = reads.token_queue_versions(
-        [(hash_token(secret), QueueAsk(ref, branch)) for secret, ref, branch in asked]
+    together = asyncio.run(
+        reads.token_queue_versions(
+            [(hash_token(secret), QueueAsk(ref, branch)) for secret, ref, branch in asked]
+        )
     )
     assert together == alone
     assert [found is not None for found in together[:5]] == [True, False, True, False, False]
-    assert reads.token_queue_versions([]) == []
+    assert asyncio.run(reads.token_queue_versions([])) == []
 
 
 def test_a_held_connection_sees_each_commit_at_once(
@@ -82,13 +85,16 @@ def test_a_held_connection_sees_each_commit_at_once(
     moved = version(reads, token, REPO, "main")
     assert moved is not None
     assert moved.found.version > first.found.version
-    (options,) = reads.token_queued_options([(hash_token(token), QueueAsk(REPO, "main", 1))])
+    (options,) = asyncio.run(
+        reads.token_queued_options([(hash_token(token), QueueAsk(REPO, "main", 1))])
+    )
     assert options is not None
     assert options.found.state is not None
     with container.engine.begin() as connection:
         connection.execute(text("UPDATE api_tokens SET revoked_at = CURRENT_TIMESTAMP"))
     assert version(reads, token, REPO, "main") is None
-    assert reads.token_queued_options([(hash_token(token), QueueAsk(REPO, "main", 1))]) == [None]
+    asked = [(hash_token(token), QueueAsk(REPO, "main", 1))]
+    assert asyncio.run(reads.token_queued_options(asked)) == [None]
 
 
 def test_threads_past_the_held_ones_read_from_the_pool(
@@ -111,16 +117,34 @@ def test_threads_past_the_held_ones_read_from_the_pool(
 
 @pytest.mark.skipif(PG_URL is None, reason="needs KEEPGREEN_TEST_DATABASE_URL (PostgreSQL)")
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
-def test_a_held_connection_the_server_dropped_is_let_go(
+def test_connections_the_server_dropped_are_let_go(
     reads: SqlQuickReads, queue: Api, container: Container, token: str
 ) -> None:
-    assert version(reads, token, REPO, "main") is not None
+    """The thread's held connection (the org-scoped reads) and the event loop's asynchronous
+    one (the token-scoped reads), each killed by the server between two reads.
+    """
+
+    def kill(pid: int) -> None:
+        with container.engine.begin() as connection:
+            connection.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+
+    org = container.admin.authenticate(token)
+    assert org is not None
+    assert reads.queue_version(org, REPO, "main") is not None
     held = reads._local.connection  # the connection the test drops
-    pid = held.info.backend_pid
-    with container.engine.begin() as connection:
-        connection.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
-    assert version(reads, token, REPO, "main") is not None
+    kill(held.info.backend_pid)
+    assert reads.queue_version(org, REPO, "main") is not None
     assert held.closed
-    again = version(reads, token, REPO, "main")
-    assert again is not None
     assert reads._local.connection is not held
+
+    async def scenario() -> None:
+        asked = [(hash_token(token), QueueAsk(REPO, "main"))]
+        (first,) = await reads.token_queue_versions(asked)
+        assert first is not None
+        (loop_connection,) = list((reads._async or {}).values())
+        kill(loop_connection.info.backend_pid)
+        (again,) = await reads.token_queue_versions(asked)
+        assert again == first
+        assert loop_connection.closed
+
+    asyncio.run(scenario())

@@ -219,20 +219,24 @@ def test_a_request_it_leaves_reaches_the_app_with_its_body(
 def test_reads_asked_in_one_turn_are_made_together() -> None:
     made: list[list[int]] = []
 
-    def read(asked: list[int]) -> list[int]:
+    async def read(asked: list[int]) -> list[int]:
         made.append(asked)
+        await asyncio.sleep(0.01)  # the round trip, during which more are asked
         return [number * 10 for number in asked]
 
     async def scenario() -> list[int]:
         batched = Batched(read, together=True)
-        return list(await asyncio.gather(*(batched.read(number) for number in range(5))))
+        first = [asyncio.ensure_future(batched.read(number)) for number in range(5)]
+        await asyncio.sleep(0.002)  # the first five are on their way
+        later = [asyncio.ensure_future(batched.read(number)) for number in range(5, 8)]
+        return list(await asyncio.gather(*first, *later))
 
-    assert asyncio.run(scenario()) == [0, 10, 20, 30, 40]
-    assert made == [[0, 1, 2, 3, 4]]
+    assert asyncio.run(scenario()) == [0, 10, 20, 30, 40, 50, 60, 70]
+    assert made == [[0, 1, 2, 3, 4], [5, 6, 7]]
 
 
 def test_a_failed_read_fails_every_request_of_its_turn_and_alone_reads_at_once() -> None:
-    def read(asked: list[int]) -> list[int]:
+    async def read(asked: list[int]) -> list[int]:
         raise RuntimeError("the database went away")
 
     async def together() -> list[object]:
@@ -245,7 +249,7 @@ def test_a_failed_read_fails_every_request_of_its_turn_and_alone_reads_at_once()
 
     made: list[list[int]] = []
 
-    def counted(asked: list[int]) -> list[int]:
+    async def counted(asked: list[int]) -> list[int]:
         made.append(asked)
         return asked
 
@@ -269,9 +273,9 @@ def test_pollers_arriving_together_share_one_read_and_each_get_their_answer(
     sizes: list[int] = []
     read = container.queues.versions_for_tokens
 
-    def counted(asked: list[Any]) -> list[Any]:
+    async def counted(asked: list[Any]) -> list[Any]:
         sizes.append(len(asked))
-        return read(asked)
+        return await read(asked)
 
     app.polled.versions = Batched(counted, together=True)  # as on PostgreSQL
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from keepgreen.app.admin import presented_hash
@@ -49,8 +49,8 @@ def queued_options(
     return _in_a_queue(quick.queued_options(org_id, ref, branch, number), ref, branch)
 
 
-def for_tokens(
-    read: Callable[[list[tuple[str, QueueAsk]]], Sequence[TokenRead[Found] | None]],
+async def for_tokens(
+    read: Callable[[list[tuple[str, QueueAsk]]], Awaitable[Sequence[TokenRead[Found] | None]]],
     asked: Sequence[tuple[str, QueueAsk]],
 ) -> list[tuple[OrgId, Found] | None]:
     """What `read` (a quick read made for the orgs of tokens' hashes) found for each presented
@@ -65,7 +65,7 @@ def for_tokens(
     ]
     if not readable:
         return answers
-    found = read([(hashed, ask) for _index, hashed, ask in readable])
+    found = await read([(hashed, ask) for _index, hashed, ask in readable])
     for (index, hashed, _ask), one in zip(readable, found, strict=True):
         if one is None or not hmac.compare_digest(one.token_hash, hashed):
             continue

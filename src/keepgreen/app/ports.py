@@ -659,7 +659,7 @@ class QuickReads(Protocol):
         """
         ...
 
-    def token_queue_versions(
+    async def token_queue_versions(
         self, asked: Sequence[tuple[str, QueueAsk]]
     ) -> list[TokenRead[QueueVersion] | None]:
         """`queue_version` of each asked queue for the org of the live token of the hash it
@@ -668,10 +668,12 @@ class QuickReads(Protocol):
         """
         ...
 
-    def token_queued_options(
+    async def token_queued_options(
         self, asked: Sequence[tuple[str, QueueAsk]]
     ) -> list[TokenRead[QueuedOptions] | None]:
-        """`queued_options` of each asked PR the same way."""
+        """`queued_options` of each asked PR the same way. Both are awaited in an event loop,
+        which serves other requests meanwhile where the read is a network round trip.
+        """
         ...
 
 

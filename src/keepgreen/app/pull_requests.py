@@ -126,12 +126,12 @@ class PullRequestService:
         found = queued_options(self._quick, target.org_id, target.repo, target.branch, number)
         return _unchanged(found, priority, no_batch)
 
-    def resubmits_changing_nothing(self, asked: Sequence[Resubmit]) -> list[bool]:
+    async def resubmits_changing_nothing(self, asked: Sequence[Resubmit]) -> list[bool]:
         """`changes_nothing` of each resubmit for the org of the presented token it comes with,
         the tokens checked in the same read, all in one: False for a token that is not live or
         a queue its org does not have too (the full submit refuses those).
         """
-        found = for_tokens(
+        found = await for_tokens(
             self._quick.token_queued_options, [(one.token, one.ask) for one in asked]
         )
         return [

@@ -225,7 +225,7 @@ class QueueService:
         """The queue's id and version (one short read), or the 404 `get` would raise."""
         return queue_version(self._quick, org_id, ref, branch)
 
-    def versions_for_tokens(
+    async def versions_for_tokens(
         self, asked: Sequence[tuple[str, QueueAsk]]
     ) -> list[tuple[OrgId, QueueVersion] | None]:
         """`version` of each asked queue for the org of the presented token it comes with, the
@@ -233,7 +233,7 @@ class QueueService:
         whose org has no such queue (what `version` and the token check would refuse, left to
         them).
         """
-        return for_tokens(self._quick.token_queue_versions, asked)
+        return await for_tokens(self._quick.token_queue_versions, asked)
 
     def get(self, org_id: OrgId, ref: RepoRef, branch: str) -> QueueSnapshot:
         """The queue, its admitted entries in queue order (not_ready PRs are not listed), its

@@ -72,44 +72,52 @@ QuickCall = Callable[["PolledCalls", Asked], Awaitable[Answer]]
 
 
 class Batched(Generic[Ask, Got]):
-    """Reads asked during one turn of the event loop, made together by one call of `read`.
+    """Reads made together: while one is on its way, those asked meanwhile wait, and are
+    made together by the next call of `read` as soon as it is answered.
 
-    On PostgreSQL each read is a round trip to the server, during which the event loop (the
-    read is synchronous) waits; the requests that arrived meanwhile are read together in the
-    next turn, one round trip for all of them. Each is still read after it arrived, so it
-    sees every write made before it. `together=False` (SQLite, where a read is a few
-    microseconds of file access) reads each at once.
+    On PostgreSQL each read is a round trip to the server, during which the event loop
+    serves other requests; the polled calls that arrive meanwhile share the next round trip.
+    Each request is still read after it arrived, so it sees every write made before it.
+    `together=False` (SQLite, where a read is a few microseconds of file access) reads each
+    at once.
     """
 
-    def __init__(self, read: Callable[[list[Ask]], list[Got]], *, together: bool) -> None:
+    def __init__(
+        self, read: Callable[[list[Ask]], Awaitable[list[Got]]], *, together: bool
+    ) -> None:
         self._read = read
         self._together = together
-        # Per event loop (a test client runs its own): the reads asked, and their futures.
+        # Per event loop (a test client runs its own): the reads waiting, and their futures.
         self._asked: dict[asyncio.AbstractEventLoop, list[tuple[Ask, asyncio.Future[Got]]]] = {}
+        # The task reading, per event loop (kept: the loop holds its tasks weakly).
+        self._reading: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
 
     async def read(self, ask: Ask) -> Got:
         if not self._together:
-            return self._read([ask])[0]
+            return (await self._read([ask]))[0]
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Got] = loop.create_future()
-        asked = self._asked.setdefault(loop, [])
-        asked.append((ask, future))
-        if len(asked) == 1:
-            loop.call_soon(self._read_asked, loop)
+        self._asked.setdefault(loop, []).append((ask, future))
+        if loop not in self._reading:
+            self._reading[loop] = loop.create_task(self._read_all(loop))
         return await future
 
-    def _read_asked(self, loop: asyncio.AbstractEventLoop) -> None:
-        asked = self._asked.pop(loop, [])
+    async def _read_all(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Read what is asked, round after round, until nothing is."""
         try:
-            got = self._read([ask for ask, _future in asked])
-        except Exception as error:  # noqa: BLE001 (each request is answered by the app then)
-            for _ask, future in asked:
-                if not future.done():
-                    future.set_exception(error)
-            return
-        for (_ask, future), one in zip(asked, got, strict=True):
-            if not future.done():  # its request may have been cancelled (the client left)
-                future.set_result(one)
+            while asked := self._asked.pop(loop, None):
+                try:
+                    got = await self._read([ask for ask, _future in asked])
+                except Exception as error:  # noqa: BLE001 (their requests go the long way)
+                    for _ask, future in asked:
+                        if not future.done():
+                            future.set_exception(error)
+                    continue
+                for (_ask, future), one in zip(asked, got, strict=True):
+                    if not future.done():  # its request may have been cancelled (client left)
+                        future.set_result(one)
+        finally:
+            self._reading.pop(loop, None)
 
 
 class PolledCalls:

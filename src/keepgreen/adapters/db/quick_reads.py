@@ -13,11 +13,13 @@ PostgreSQL connections give up connecting after CONNECT_TIMEOUT_SECONDS.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import psycopg
 from sqlalchemy import Engine, create_engine
 
 from keepgreen.core.enums import PrState
@@ -119,6 +121,11 @@ class SqlQuickReads:
             self._marker = "%s"
             self._may_hold = True
             self._connect_args[1].update(autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS)
+        # PostgreSQL: each event loop's asynchronous connection (for `_all_awaited`); those of
+        # loops that have closed are closed when another loop connects, and all at `close`.
+        self._async: dict[asyncio.AbstractEventLoop, Any] | None = (
+            None if engine.dialect.name == "sqlite" else {}
+        )
         self._local = threading.local()
         self._held: list[Any] = []
         self._held_lock = threading.Lock()
@@ -143,6 +150,11 @@ class SqlQuickReads:
             self._may_hold = False
         for connection in held:
             connection.close()
+        if self._async is not None:
+            for loop in list(self._async):
+                left = self._async.pop(loop, None)
+                if left is not None:
+                    _finish(left)
         if self._owned:
             self._engine.dispose()
 
@@ -160,17 +172,17 @@ class SqlQuickReads:
         row = self._first(self._queued_options, (branch, number, org_id, *_named(ref)))
         return None if row is None else _options(row)
 
-    def token_queue_versions(
+    async def token_queue_versions(
         self, asked: Sequence[tuple[str, QueueAsk]]
     ) -> list[TokenRead[QueueVersion] | None]:
-        return self._for_tokens(self._token_queue_versions, asked, _version)
+        return await self._for_tokens(self._token_queue_versions, asked, _version)
 
-    def token_queued_options(
+    async def token_queued_options(
         self, asked: Sequence[tuple[str, QueueAsk]]
     ) -> list[TokenRead[QueuedOptions] | None]:
-        return self._for_tokens(self._token_queued_options, asked, _options)
+        return await self._for_tokens(self._token_queued_options, asked, _options)
 
-    def _for_tokens(
+    async def _for_tokens(
         self,
         statements: list[str],
         asked: Sequence[tuple[str, QueueAsk]],
@@ -184,9 +196,41 @@ class SqlQuickReads:
                 for index, (token_hash, ask) in enumerate(part, start)
                 for value in (index, token_hash, *_named(ask.ref), ask.branch, ask.number)
             ]
-            for row in self._all(statements[len(part)], tuple(parameters)):
+            for row in await self._all_awaited(statements[len(part)], tuple(parameters)):
                 answers[row[0]] = TokenRead(OrgId(row[1]), row[2], found(row[3:]))
         return answers
+
+    async def _all_awaited(self, sql: str, parameters: tuple[Any, ...]) -> list[Any]:
+        """`_all` for a caller in an event loop. On SQLite the very same (a file read of a few
+        microseconds); on PostgreSQL on the loop's own asynchronous connection, so the loop
+        serves other requests during the round trip. One statement at a time per loop (its
+        caller, `keepgreen.web.polled.Batched`, sends the next once this one is answered).
+        """
+        if self._async is None:
+            return self._all(sql, parameters)
+        loop = asyncio.get_running_loop()
+        for attempt in (1, 2):
+            connection = self._async.get(loop)
+            if connection is None or connection.closed:
+                for gone in [other for other in list(self._async) if other.is_closed()]:
+                    left = self._async.pop(gone, None)  # another thread may have been first
+                    if left is not None:
+                        _finish(left)
+                cargs, cparams = self._connect_args
+                connection = await psycopg.AsyncConnection.connect(*cargs, **cparams)
+                self._async[loop] = connection
+            try:
+                async with connection.cursor() as cursor:
+                    await cursor.execute(sql, parameters)
+                    return list(await cursor.fetchall())
+            except psycopg.OperationalError:
+                # Closed by the server: let it go, and try once more on a new connection.
+                self._async.pop(loop, None)
+                with contextlib.suppress(psycopg.Error):
+                    await connection.close()
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _first(self, sql: str, parameters: tuple[Any, ...]) -> Any:
         rows = self._all(sql, parameters)
@@ -238,6 +282,13 @@ class SqlQuickReads:
                 self._held.remove(held)
         with contextlib.suppress(self._dbapi.Error):
             held.close()
+
+
+def _finish(connection: Any) -> None:
+    """Close an asynchronous connection without its event loop (which may be gone): libpq's
+    own close, as the connection's `close` would end.
+    """
+    connection.pgconn.finish()
 
 
 def _fetch_all(connection: Any, sql: str, parameters: tuple[Any, ...]) -> list[Any]:
