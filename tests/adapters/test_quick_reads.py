@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from keepgreen.adapters.db.quick_reads import HELD_CONNECTIONS, SqlQuickReads
+from keepgreen.adapters.db.quick_reads import HELD_CONNECTIONS, MAX_ASKED, SqlQuickReads
 from keepgreen.app.admin import hash_token
 from keepgreen.bootstrap import Container
 from keepgreen.core.model import QueueAsk, QueueVersion, RepoRef, TokenRead
@@ -52,8 +52,9 @@ def test_a_token_read_finds_the_orgs_queue_and_nothing_of_another_org(
 def test_many_reads_in_one_statement_answer_each_as_alone(
     reads: SqlQuickReads, queue: Api, token: str, other_token: str
 ) -> None:
-    """70 asks (past the rows one statement asks, MAX_ASKED), mixing live and unknown tokens,
-    orgs, repositories and branches: each answered as if asked alone, in the order asked.
+    """65 asks (two statements of MAX_ASKED rows, then one of a single row), mixing live and
+    unknown tokens, orgs, repositories and branches: each answered as if asked alone, in the
+    order asked.
     """
     elsewhere = RepoRef(REPO.host, REPO.owner, "other")
     kinds = [
@@ -63,7 +64,7 @@ def test_many_reads_in_one_statement_answer_each_as_alone(
         ("kg_not_a_token", REPO, "main"),
         (token, elsewhere, "main"),
     ]
-    asked = [kinds[index % len(kinds)] for index in range(70)]
+    asked = [kinds[index % len(kinds)] for index in range(2 * MAX_ASKED + 1)]
     alone: list[TokenRead[QueueVersion] | None] = [version(reads, *one) for one in asked]
     together = asyncio.run(
         reads.token_queue_versions(
