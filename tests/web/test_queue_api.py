@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from keepgreen.bootstrap import Container
 from tests.support.gitrepo import GitRepo
 from tests.support.wire import (
     CONFIG_KEYS,
@@ -15,6 +16,7 @@ from tests.support.wire import (
     ISO_MILLIS_Z,
     OWN_CONFIG_KEYS,
     OWN_QUEUE_KEYS,
+    REPO,
     REPO_JSON,
     Api,
     assert_error,
@@ -204,10 +206,22 @@ def test_required_statuses_default_to_an_empty_list(queue: Api) -> None:
     assert get_queue(queue)["requiredStatuses"] == []
 
 
-def test_update_queue_empty_required_statuses_are_ignored(queue: Api) -> None:
+def test_update_queue_empty_required_statuses_require_none_of_the_queues_own(
+    queue: Api, container: Container, token: str
+) -> None:
+    """Trunk's Terraform provider sends `[]` (with `deleteRequiredStatuses: true`) for a queue
+    that sets none, and reads the answer back: it must be `[]`, and the queue then falls back
+    to the branch's protection as with `deleteRequiredStatuses` (its stored list is unset).
+    """
     update_queue(queue, requiredStatuses=["ci/build"])
-    assert update_queue(queue, requiredStatuses=[])["requiredStatuses"] == ["ci/build"]
-    assert get_queue(queue)["requiredStatuses"] == ["ci/build"]
+    assert update_queue(queue, requiredStatuses=[])["requiredStatuses"] == []
+    assert get_queue(queue)["requiredStatuses"] == []
+    update_queue(queue, requiredStatuses=["ci/build"])
+    sent = update_queue(queue, requiredStatuses=[], deleteRequiredStatuses=True)
+    assert sent["requiredStatuses"] == []
+    org = container.admin.authenticate(token)
+    assert org is not None
+    assert container.queues.get(org, REPO, "main").queue.config.required_statuses is None
 
 
 def test_update_queue_required_statuses_replace_the_previous_list(queue: Api) -> None:
@@ -454,18 +468,19 @@ def test_a_deleted_queue_can_be_created_again_with_defaults(queue: Api) -> None:
     assert (body["concurrency"], body["batch"]) == (1, False)
 
 
-def test_delete_queue_with_a_pending_pr_is_409(queue: Api, registered_repo: GitRepo) -> None:
+def test_delete_queue_with_a_pending_pr_is_400(queue: Api, registered_repo: GitRepo) -> None:
+    """400, as the hosted service answers (its Terraform provider shows its guidance on it)."""
     open_and_submit(queue, registered_repo, 1)
-    message = assert_error(queue.post("deleteQueue", targetBranch="main"), 409, "queue_not_empty")
+    message = assert_error(queue.post("deleteQueue", targetBranch="main"), 400, "queue_not_empty")
     assert "#1" in message
     assert enqueued_numbers(queue) == [1]
 
 
-def test_delete_queue_with_a_not_ready_pr_is_409(queue: Api, registered_repo: GitRepo) -> None:
+def test_delete_queue_with_a_not_ready_pr_is_400(queue: Api, registered_repo: GitRepo) -> None:
     update_queue(queue, state="paused")
     open_and_submit(queue, registered_repo, 1)
     assert get_pr(queue, 1)["state"] == "not_ready"
-    assert_error(queue.post("deleteQueue", targetBranch="main"), 409, "queue_not_empty")
+    assert_error(queue.post("deleteQueue", targetBranch="main"), 400, "queue_not_empty")
     assert get_queue(queue)["state"] == "paused"
 
 

@@ -115,9 +115,11 @@ def apply_update(queue: Queue, update: QueueUpdate, *, has_admitted_entries: boo
     config = replace(queue.config, **changes)
     if update.delete_required_statuses:
         config = replace(config, required_statuses=None)
-    # An empty list is ignored, as in v1: `deleteRequiredStatuses` is the way to clear them.
-    if update.required_statuses:
-        config = replace(config, required_statuses=update.required_statuses)
+    # An empty list requires none of the queue's own: like `deleteRequiredStatuses`, the queue
+    # falls back to the branch's protection (or `keepgreen/ci`), and answers `[]` as it was
+    # sent (a client that sets `[]` reads `[]` back, as Terraform checks).
+    if update.required_statuses is not None:
+        config = replace(config, required_statuses=update.required_statuses or None)
     state: QueueState = update.state or queue.state
     mode, pending_mode = queue.mode, None
     if update.mode is not None and update.mode is not queue.mode:
@@ -258,13 +260,16 @@ class QueueService:
         )
 
     def delete(self, org_id: OrgId, ref: RepoRef, branch: str) -> None:
-        """Delete an empty queue: every submitted PR must have merged, failed or been cancelled."""
+        """Delete an empty queue: every submitted PR must have merged, failed or been cancelled
+        (400 `queue_not_empty` otherwise).
+        """
         with self._uow() as uow:
             queue = find_queue(uow, find_repository(uow, org_id, ref), branch, lock=True)
             live = live_entries(uow, queue.id)
             if live:
                 numbers = ", ".join(f"#{entry.number}" for entry in live[:10])
-                raise Conflict(
+                # 400, as the hosted service answers it (its Terraform provider reads 400).
+                raise InvalidInput(
                     "queue_not_empty",
                     f"the queue still holds {len(live)} pull request(s) ({numbers}); "
                     "cancel them or set the queue to draining and wait",
