@@ -772,9 +772,10 @@ def test_testing_details_describe_the_run(
     assert parse_iso(body["createdAt"]) == run.created_at
     assert body["status"] == "in_progress"
     assert body["requiredStatuses"] == ["ci/build", "ci/lint"]
-    assert sorted((s["context"], s["state"], s.get("url")) for s in body["statusChecks"]) == [
+    # `url` is always there, a string (strict clients require it): "" for a status without.
+    assert sorted((s["context"], s["state"], s["url"]) for s in body["statusChecks"]) == [
         ("ci/build", "SUCCESS", "https://ci.example/1"),
-        ("ci/lint", "PENDING", None),
+        ("ci/lint", "PENDING", ""),
     ]
     assert body["testedPullRequests"] == [
         {"prNumber": 2, "prUrl": "https://github.com/acme/widgets/pull/2", "title": "Change 2"},
@@ -784,6 +785,29 @@ def test_testing_details_describe_the_run(
     assert "impactedTargets" not in body
     assert "impactedTargetsForTestedPrs" not in body
     assert body["checkSuites"] == []
+
+
+@pytest.mark.parametrize(
+    ("status", "answered"),
+    [
+        (TestRunStatus.QUEUED, "in_progress"),  # a bisection run waiting for its slot
+        (TestRunStatus.IN_PROGRESS, "in_progress"),
+        (TestRunStatus.SUCCEEDED, "succeeded"),
+        (TestRunStatus.FAILED, "failed"),
+        (TestRunStatus.CANCELLED, "cancelled"),
+    ],
+)
+def test_testing_details_status_is_one_of_the_interfaces(
+    queue: Api,
+    registered_repo: GitRepo,
+    container: Container,
+    clock: FakeClock,
+    status: TestRunStatus,
+    answered: str,
+) -> None:
+    open_and_submit(queue, registered_repo, 1)
+    run = add_test_run(container, clock, tested=(1,), status=status)
+    assert details(queue, run.id).json()["status"] == answered
 
 
 def test_testing_details_follow_status_updates(

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from keepgreen.app.explain import Check, Evidence, Explanation
 from keepgreen.app.testing import TestRunDetails
-from keepgreen.core.enums import CommitState
+from keepgreen.core.enums import CommitState, TestRunStatus
 from keepgreen.core.model import Incident, Queue, QueueEntry, QueueSnapshot, RepoRef, TestRun
 from keepgreen.core.priority import DEFAULT_PRIORITY_NAME
 from keepgreen.core.queue_analytics import QueueAnalytics
@@ -31,6 +31,7 @@ from keepgreen.web.schemas import (
     SubmittedPullRequest,
     TestedPullRequest,
     TestingDetails,
+    WireRunStatus,
 )
 from keepgreen.web.wire import iso
 
@@ -221,10 +222,11 @@ def testing_details(details: TestRunDetails) -> TestingDetails:
         testBranch=run.branch,
         testBranchSha=run.sha or "",
         createdAt=iso(run.created_at),
-        status=run.status,
+        status=wire_run_status(run.status),
         checkSuites=[],
         statusChecks=[
-            StatusCheck(context=s.context, url=s.target_url, state=_upper(s.state))
+            # Always a string: a strict client reads `url` as one; "" when the status had none.
+            StatusCheck(context=s.context, url=s.target_url or "", state=_upper(s.state))
             for s in details.statuses
         ],
         testedPullRequests=[
@@ -243,6 +245,22 @@ def testing_details(details: TestRunDetails) -> TestingDetails:
         ),
         dependentPrs=[e.number for e in details.dependent],
     )
+
+
+def wire_run_status(status: TestRunStatus) -> WireRunStatus:
+    """A run's status in the interface's enum: a bisection run waiting for its slot
+    (keepgreen's `queued`) is in progress to a client.
+    """
+    return _WIRE_RUN_STATUS[status]
+
+
+_WIRE_RUN_STATUS: dict[TestRunStatus, WireRunStatus] = {
+    TestRunStatus.QUEUED: "in_progress",
+    TestRunStatus.IN_PROGRESS: "in_progress",
+    TestRunStatus.SUCCEEDED: "succeeded",
+    TestRunStatus.FAILED: "failed",
+    TestRunStatus.CANCELLED: "cancelled",
+}
 
 
 def _upper(state: CommitState) -> str:

@@ -513,9 +513,13 @@ class CheckSuite(Response):
     checkRuns: list[CheckRun]
 
 
+# The interface's run statuses (keepgreen's own `queued` is not one of them).
+WireRunStatus = Literal["in_progress", "failed", "cancelled", "succeeded"]
+
+
 class StatusCheck(Response):
     context: str
-    url: str | None = None
+    url: str = Field(default="", description="the status's target URL; empty when it had none")
     state: str = Field(description="ERROR, FAILURE, PENDING or SUCCESS (uppercase, as GitHub's)")
 
 
@@ -533,7 +537,9 @@ class TestingDetails(Response):
     testBranch: str
     testBranchSha: str
     createdAt: str
-    status: TestRunStatus
+    status: WireRunStatus = Field(
+        description="A bisection run waiting for its slot is in_progress."
+    )
     checkSuites: list[CheckSuite]
     statusChecks: list[StatusCheck]
     testedPullRequests: list[TestedPullRequest]
