@@ -1,4 +1,4 @@
-"""Priorities: names, numbers 0-255 and skip-the-line."""
+"""Priorities: names, numbers 0-255 (above: the lowest) and skip-the-line."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from keepgreen.core.priority import (
     DEFAULT_PRIORITY,
+    MAX_PRIORITY_NUMBER,
     MAX_PRIORITY_VALUE,
     PRIORITY_NAMES,
     Priority,
@@ -49,15 +50,20 @@ def test_other_values_are_custom(value: int) -> None:
     assert priority_from_value(value) == Priority(value, "custom")
 
 
-@pytest.mark.parametrize("value", [-1, 256, 1000, -255])
-def test_values_outside_0_to_255_are_refused(value: int) -> None:
+@pytest.mark.parametrize("value", [256, 1000, 65_536, 4_294_967_295])
+def test_numbers_above_255_that_the_interface_allows_are_the_lowest(value: int) -> None:
+    assert priority_from_value(value) == Priority(255, "custom")
+
+
+@pytest.mark.parametrize("value", [-1, -255, 4_294_967_296, 10**12])
+def test_numbers_outside_the_interfaces_range_are_refused(value: int) -> None:
     with pytest.raises(PriorityError):
         priority_from_value(value)
 
 
 def test_priority_error_is_a_value_error() -> None:
-    with pytest.raises(ValueError, match="between 0 and 255"):
-        priority_from_value(256)
+    with pytest.raises(ValueError, match="between 0 and 4294967295"):
+        priority_from_value(-1)
 
 
 def test_only_priority_zero_skips_the_line() -> None:
@@ -79,10 +85,15 @@ def test_every_value_round_trips(value: int) -> None:
         assert priority_from_name(priority.name) == priority
 
 
-@given(st.integers().filter(lambda v: not 0 <= v <= MAX_PRIORITY_VALUE))
+@given(st.integers().filter(lambda v: not 0 <= v <= MAX_PRIORITY_NUMBER))
 def test_every_value_out_of_range_is_refused(value: int) -> None:
     with pytest.raises(PriorityError):
         priority_from_value(value)
+
+
+@given(st.integers(min_value=MAX_PRIORITY_VALUE, max_value=MAX_PRIORITY_NUMBER))
+def test_every_value_from_255_to_the_interfaces_bound_is_the_lowest(value: int) -> None:
+    assert priority_from_value(value) == Priority(MAX_PRIORITY_VALUE, "custom")
 
 
 @given(st.sampled_from(sorted(PRIORITY_NAMES)), st.data())

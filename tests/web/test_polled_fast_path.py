@@ -138,7 +138,7 @@ def test_a_resubmit_that_changes_something_or_is_refused_goes_to_the_route(
     submitted: Api,
 ) -> None:
     assert post(submitted, "submitPullRequest", {"targetBranch": "main", "pr": PR}).json() == {}
-    bad = post(submitted, "submitPullRequest", {"targetBranch": "main", "pr": PR, "priority": 999})
+    bad = post(submitted, "submitPullRequest", {"targetBranch": "main", "pr": PR, "priority": -1})
     assert bad.status_code == 400
     assert "priority" in bad.json()["error"]["message"]
     changed = post(

@@ -146,7 +146,17 @@ def test_submit_accepts_numeric_priorities(
     assert pr["skipTheLine"] is (given == 0)
 
 
-@pytest.mark.parametrize("bad", [256, -1, "bogus", "", True, 1.5])
+@pytest.mark.parametrize("given", [256, 1000, 4_294_967_295, "4294967295"])
+def test_submit_takes_priorities_above_255_as_the_lowest(
+    queue: Api, registered_repo: GitRepo, given: object
+) -> None:
+    """The interface allows any uint32 priority; keepgreen's levels end at 255, the lowest."""
+    open_and_submit(queue, registered_repo, 1, priority=given)
+    pr = get_pr(queue, 1)
+    assert (pr["priorityValue"], pr["priorityName"], pr["skipTheLine"]) == (255, "custom", False)
+
+
+@pytest.mark.parametrize("bad", [4_294_967_296, -1, "bogus", "", True, 1.5])
 def test_submit_refuses_bad_priorities(queue: Api, registered_repo: GitRepo, bad: object) -> None:
     registered_repo.open_pr(1, {"a.txt": "a\n"})
     response = submit(queue, 1, priority=bad)

@@ -569,6 +569,20 @@ def test_concurrent_updates_all_apply(queue: Api) -> None:
     assert get_queue(queue)["concurrency"] in range(1, 9)
 
 
+def test_minutes_take_the_hosted_services_values_up_to_a_hundred_years(queue: Api) -> None:
+    """Two weeks of batching wait (Trunk accepts it; its Terraform provider sends it), and
+    any number of minutes up to 100 years; beyond, a deadline would leave the calendar.
+    """
+    assert update_queue(queue, batchingMaxWaitTimeMinutes=20160)["batchingMaxWaitTimeMinutes"] == (
+        20160
+    )
+    century = 100 * 365 * 24 * 60
+    assert update_queue(queue, testingTimeoutMinutes=century)["testingTimeoutMinutes"] == century
+    too_far = queue.post("updateQueue", targetBranch="main", stallMinutes=century + 1)
+    assert_invalid(too_far, "stallMinutes")
+    assert get_queue(queue)["testingTimeoutMinutes"] == century
+
+
 def test_concurrent_deletes_delete_once(queue: Api) -> None:
     with ThreadPoolExecutor(8) as pool:
         responses = list(
@@ -583,7 +597,7 @@ def test_concurrent_deletes_delete_once(queue: Api) -> None:
         ("maxRetries", 6),
         ("maxRetries", -1),
         ("stallMinutes", -1),
-        ("checkStartTimeoutMinutes", 10_081),
+        ("checkStartTimeoutMinutes", 52_560_001),
         ("flakyFailures", "sometimes"),
         ("acceptSkippedChecks", "yes"),
     ],

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from keepgreen.core.priority import (
+    MAX_PRIORITY_NUMBER,
     Priority,
     PriorityError,
     priority_from_name,
@@ -79,14 +80,18 @@ def _parse(words: list[str]) -> Command:
                 return CommandError(
                     "`--priority` needs a value: urgent, high, medium, low or 0-255"
                 )
-            try:
-                priority = (
-                    priority_from_value(int(value))
-                    if value.isdigit()
-                    else priority_from_name(value)
+            # ASCII digits only (`int` refuses `²`, which `isdigit` takes); a number longer
+            # than the largest allowed is out of range without reading it (`int` refuses a
+            # number of thousands of digits).
+            number = value.isascii() and value.isdigit()
+            if number and len(value) > len(str(MAX_PRIORITY_NUMBER)):
+                return CommandError(
+                    f"`--priority`: priority must be between 0 and {MAX_PRIORITY_NUMBER}"
                 )
+            try:
+                priority = priority_from_value(int(value)) if number else priority_from_name(value)
             except PriorityError as error:
-                if value.isdigit():
+                if number:
                     return CommandError(f"`--priority`: {error}")
                 # The name is not repeated as given: it is the commenter's text.
                 return CommandError(

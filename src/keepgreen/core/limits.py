@@ -1,7 +1,10 @@
 """Bounds on queue settings and request values; the HTTP schema and the services share them."""
 
 MAX_CONCURRENCY = 1000
-MAX_MINUTES = 10_080  # one week
+# 100 years. The interface allows any uint32 number of minutes (8,000 years), but a deadline
+# that far lies past the calendar (year 9999), which the service's clock arithmetic cannot
+# hold; 100 years is any wait anyone means.
+MAX_MINUTES = 52_560_000
 MAX_PENDING_FAILURE_DEPTH = 1000
 MAX_BATCH_SIZE = 1000
 MAX_PR_NUMBER = 4_294_967_295  # the spec's bound: an unsigned 32-bit integer

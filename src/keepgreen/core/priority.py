@@ -1,4 +1,7 @@
-"""Priorities: names and numbers 0-255, 0 the highest; `urgent` (0) is skip-the-line."""
+"""Priorities: names and numbers 0-255, 0 the highest; `urgent` (0) is skip-the-line.
+
+The interface allows any unsigned 32-bit number: one above 255 is taken as 255, the lowest.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from dataclasses import dataclass
 PRIORITY_NAMES: dict[str, int] = {"urgent": 0, "high": 10, "medium": 100, "low": 200}
 DEFAULT_PRIORITY_NAME = "medium"
 MAX_PRIORITY_VALUE = 255
+MAX_PRIORITY_NUMBER = 4_294_967_295  # the interface's bound (uint32); above 255 means 255
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,13 +30,16 @@ DEFAULT_PRIORITY = Priority(PRIORITY_NAMES[DEFAULT_PRIORITY_NAME], DEFAULT_PRIOR
 
 
 class PriorityError(ValueError):
-    """A priority outside 0-255 or with an unknown name."""
+    """A priority outside 0-4294967295 or with an unknown name."""
 
 
 def priority_from_value(value: int) -> Priority:
-    """A numeric priority; values equal to a named level carry that name, others `custom`."""
-    if not 0 <= value <= MAX_PRIORITY_VALUE:
-        raise PriorityError(f"priority must be between 0 and {MAX_PRIORITY_VALUE}, got {value}")
+    """A numeric priority; values equal to a named level carry that name, others `custom`.
+    A number above 255 (the interface allows up to 4294967295) is 255, the lowest.
+    """
+    if not 0 <= value <= MAX_PRIORITY_NUMBER:
+        raise PriorityError(f"priority must be between 0 and {MAX_PRIORITY_NUMBER}, got {value}")
+    value = min(value, MAX_PRIORITY_VALUE)
     for name, named_value in PRIORITY_NAMES.items():
         if named_value == value:
             return Priority(value, name)
