@@ -24,14 +24,16 @@ def test_only_the_given_settings_change() -> None:
     assert updated.state is QueueState.RUNNING
 
 
-def test_an_empty_required_statuses_list_is_ignored_and_delete_clears() -> None:
+def test_an_empty_required_statuses_list_and_delete_both_clear_and_none_keeps() -> None:
     queue = make_queue(config=QueueConfig(required_statuses=("ci",)))
-    kept = apply_update(queue, QueueUpdate(required_statuses=()), has_admitted_entries=False)
+    emptied = apply_update(queue, QueueUpdate(required_statuses=()), has_admitted_entries=False)
     cleared = apply_update(
         queue, QueueUpdate(delete_required_statuses=True), has_admitted_entries=False
     )
-    assert kept.config.required_statuses == ("ci",)
+    kept = apply_update(queue, QueueUpdate(concurrency=2), has_admitted_entries=False)
+    assert emptied.config.required_statuses is None
     assert cleared.config.required_statuses is None
+    assert kept.config.required_statuses == ("ci",)
 
 
 def test_an_empty_queue_switches_mode_at_once() -> None:

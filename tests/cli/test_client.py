@@ -385,7 +385,7 @@ def test_queue_delete_removes_the_queue(cli: Cli, queued: GitRepo) -> None:
 def test_queue_delete_refuses_a_queue_with_prs(cli: Cli, queued: GitRepo) -> None:
     queued.open_pr(1, {"a.txt": "a\n"})
     cli.ok("submit", "1", *R)
-    message = cli.api_error("deleteQueue", 409)
+    message = cli.api_error("deleteQueue", 400)
 
     assert_error(cli("queue", "delete", *R), 1, message)
     assert states(cli) == [(1, "pending")]
