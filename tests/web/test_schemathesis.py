@@ -74,6 +74,10 @@ def test_api_answers_by_its_schema(case: Case, token: str) -> None:
         # startTime and endTime must be in order and at most 90 days apart: OpenAPI cannot
         # relate two fields, so a "valid" pair can rightly be refused (400, saying why).
         excluded.append(positive_data_acceptance)
+    if case.operation.path == "/deleteQueue":
+        # A queue that still holds PRs is a 400, as the hosted service answers it: the schema
+        # cannot say which queues are empty (another case may have submitted a PR to main).
+        excluded.append(positive_data_acceptance)
     if case.operation.path == "/flaky-tests/upload":
         # The metadata part is JSON inside a form field: the schema can say "a string" but not
         # which strings, so a schema-valid but meaningless metadata is rightly a 400.
