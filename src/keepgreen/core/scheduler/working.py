@@ -285,12 +285,23 @@ class Working:
             return cached[2]
         found = dependencies(order, mode=self.queue.mode, targets=self.targets)
         aside = self.aside()
-        for entry_id, ahead in found.items() if aside else ():
-            if entry_id in aside:
-                run = aside[entry_id]
-                found[entry_id] = tuple(d for d in run.dependent_prs if d in self.entries)
-            elif not aside.keys().isdisjoint(ahead):
-                found[entry_id] = tuple(d for d in ahead if d not in aside)
+        if aside:
+            # The line is read without the entries set aside. Only dropping them from each
+            # entry's list kept what an entry was on top of through them (parallel mode: PR 3
+            # on top of 5 only because 16, set aside, shares targets with both); a run started
+            # on that moved 3 in the order, where it was on top of nothing, so the run was
+            # stale at once, dropped, started again, and the round never settled.
+            line = dependencies(
+                tuple(e for e in order if e.id not in aside),
+                mode=self.queue.mode,
+                targets=self.targets,
+            )
+            for entry_id in found:
+                if entry_id in aside:
+                    run = aside[entry_id]
+                    found[entry_id] = tuple(d for d in run.dependent_prs if d in self.entries)
+                else:
+                    found[entry_id] = line.get(entry_id, ())
         self._deps = (order, key, found)
         return found
 
