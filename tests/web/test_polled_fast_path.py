@@ -60,6 +60,14 @@ def post(api: Api, verb: str, body: dict[str, Any], **headers: str) -> Any:
     )
 
 
+def snapshot_at_hand(api: Api, verb: str, body: dict[str, Any]) -> None:
+    """Ask twice: the first builds the answer's snapshot through the route, the second is
+    answered by the door.
+    """
+    for _ in range(2):
+        assert post(api, verb, body).status_code == 200
+
+
 @pytest.mark.parametrize(("verb", "body"), POLLED, ids=IDS)
 def test_a_young_snapshot_is_answered_before_the_router(
     submitted: Api,
@@ -89,8 +97,7 @@ def test_a_young_snapshot_is_answered_before_the_router(
 def test_a_revoked_token_is_refused_with_a_snapshot_at_hand(
     submitted: Api, container: Container, verb: str, body: dict[str, Any]
 ) -> None:
-    assert post(submitted, verb, body).status_code == 200
-    assert post(submitted, verb, body).status_code == 200
+    snapshot_at_hand(submitted, verb, body)
     (listed,) = container.admin.list_tokens(org_slug="acme")
     container.admin.revoke_token(listed.id)
     refused = post(submitted, verb, body)
@@ -104,8 +111,7 @@ def test_a_revoked_token_is_refused_with_a_snapshot_at_hand(
 def test_another_orgs_token_and_unknown_names_get_the_routes_404(
     submitted: Api, other_token: str, verb: str, body: dict[str, Any]
 ) -> None:
-    assert post(submitted, verb, body).status_code == 200
-    assert post(submitted, verb, body).status_code == 200
+    snapshot_at_hand(submitted, verb, body)
     other = post(submitted, verb, body, **{"x-api-token": other_token})
     assert other.status_code == 404
     assert other.json()["error"]["code"] == "repository_not_found"
