@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import Row
+
 from keepgreen.adapters.db.tables import (
     CommitStatusRow,
     ImpactedTargetsRow,
@@ -218,7 +220,8 @@ def write_queue(row: QueueRow, queue: Queue) -> None:
     row.stats = stats_to_json(queue.stats)
 
 
-def entry_from_row(row: QueueEntryRow) -> QueueEntry:
+def entry_from_row(row: QueueEntryRow | Row[Any]) -> QueueEntry:
+    """The entry of an ORM row or of a plain row of `queue_entries`."""
     return QueueEntry(
         id=PullRequestId(row.id),
         queue_id=QueueId(row.queue_id),

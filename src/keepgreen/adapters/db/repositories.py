@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 
 from sqlalchemy import Select, delete, func, or_, select, update
@@ -429,10 +429,14 @@ class SqlEntries:
     ) -> Sequence[QueueEntry]:
         if not queue_ids:
             return []
-        query = select(QueueEntryRow).where(QueueEntryRow.queue_id.in_(queue_ids))
+        # Plain rows, not ORM objects: every decision reads a queue's live entries, and
+        # building tracked objects for them cost more than the statement (the few entries a
+        # decision changes are loaded again by `save`).
+        table = QueueEntryRow.__table__
+        query = select(table).where(table.c.queue_id.in_(queue_ids))
         if states is not None:
-            query = query.where(QueueEntryRow.state.in_([s.value for s in states]))
-        rows = self._session.scalars(query.order_by(QueueEntryRow.position, QueueEntryRow.id))
+            query = query.where(table.c.state.in_([s.value for s in states]))
+        rows = self._session.execute(query.order_by(table.c.position, table.c.id))
         return [entry_from_row(row) for row in rows]
 
     def placed(self, queue_id: QueueId) -> Sequence[Placed]:
@@ -836,7 +840,7 @@ class SqlTestRuns:
             .where(TestRunRow.queue_id == queue_id, TestRunRow.closed_at.is_(None))
             .order_by(TestRunRow.created_at, TestRunRow.id)
         )
-        return [self._load(row) for row in rows]
+        return self._load_all(rows)
 
     def list_failed_in_bisections(
         self, queue_id: QueueId, roots: Collection[TestRunId]
@@ -852,13 +856,13 @@ class SqlTestRuns:
             )
             .order_by(TestRunRow.created_at, TestRunRow.id)
         )
-        return [self._load(row) for row in rows]
+        return self._load_all(rows)
 
     def get(self, queue_id: QueueId, run_id: TestRunId) -> TestRun | None:
         row = self._session.scalar(
             select(TestRunRow).where(TestRunRow.queue_id == queue_id, TestRunRow.id == run_id)
         )
-        return None if row is None else self._load(row)
+        return None if row is None else self._load_all([row])[0]
 
     def list_active(self, queue_ids: Sequence[QueueId]) -> Sequence[TestRun]:
         if not queue_ids:
@@ -871,7 +875,7 @@ class SqlTestRuns:
             )
             .order_by(TestRunRow.created_at, TestRunRow.id)
         )
-        return [self._load(row) for row in rows]
+        return self._load_all(rows)
 
     def bisection_roots(self, run_ids: Collection[TestRunId]) -> Mapping[TestRunId, TestRunId]:
         if not run_ids:
@@ -891,12 +895,21 @@ class SqlTestRuns:
         )
         return {TestRunId(run_id): TestRunKind(kind) for run_id, kind in rows}
 
-    def _load(self, row: TestRunRow) -> TestRun:
-        members = self._session.scalars(
-            select(TestRunEntryRow)
-            .where(TestRunEntryRow.test_run_id == row.id)
-            .order_by(TestRunEntryRow.ordinal)
-        ).all()
+    def _load_all(self, found: Iterable[TestRunRow]) -> list[TestRun]:
+        """The runs of `found` with their members, read for all of them in one statement."""
+        rows = list(found)
+        members: dict[str, list[TestRunEntryRow]] = {row.id: [] for row in rows}
+        if members:
+            for member in self._session.scalars(
+                select(TestRunEntryRow)
+                .where(TestRunEntryRow.test_run_id.in_(list(members)))
+                .order_by(TestRunEntryRow.test_run_id, TestRunEntryRow.ordinal)
+            ):
+                members[member.test_run_id].append(member)
+        return [self._load(row, members[row.id]) for row in rows]
+
+    @staticmethod
+    def _load(row: TestRunRow, members: Sequence[TestRunEntryRow]) -> TestRun:
         return TestRun(
             id=TestRunId(row.id),
             queue_id=QueueId(row.queue_id),
