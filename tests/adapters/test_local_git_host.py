@@ -54,6 +54,31 @@ def test_a_pull_request_is_read_at_the_repositorys_pr_refspec(git_repo: GitRepo)
     assert default.head_sha == other
 
 
+def test_a_pull_requests_branch_is_the_first_branch_at_its_head(git_repo: GitRepo) -> None:
+    sha = git_repo.open_pr(7, {"x.txt": "x\n"})  # branch pr-7
+    repo = repository_at(str(git_repo.path))
+    info = LocalGitHost().pull_request(repo, 7)
+    assert info is not None
+    assert info.head_branch == "pr-7"
+    git_repo.git("branch", "bot/deps", sha)  # two branches there: the first by name
+    info = LocalGitHost().pull_request(repo, 7)
+    assert info is not None
+    assert info.head_branch == "bot/deps"
+    git_repo.git("branch", "-D", "bot/deps", "pr-7")  # none: only refs/pull/7/head is there
+    info = LocalGitHost().pull_request(repo, 7)
+    assert info is not None
+    assert (info.head_sha, info.head_branch) == (sha, None)
+
+
+def test_a_pr_refspec_under_refs_heads_is_the_pull_requests_branch(git_repo: GitRepo) -> None:
+    sha = git_repo.open_pr(3, {"y.txt": "y\n"})
+    git_repo.git("branch", "review/3", sha)
+    branches = replace(repository_at(str(git_repo.path)), pr_refspec="refs/heads/review/{number}")
+    info = LocalGitHost().pull_request(branches, 3)
+    assert info is not None
+    assert (info.head_sha, info.head_branch) == (sha, "review/3")  # not pr-3, first by name
+
+
 def test_a_missing_pull_request_is_none(git_repo: GitRepo) -> None:
     assert LocalGitHost().pull_request(repository_at(str(git_repo.path)), 8) is None
 

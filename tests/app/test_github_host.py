@@ -112,6 +112,16 @@ def landing_of(fake: FakeGithub, host: GithubHost, repo: Repository, number: int
     )
 
 
+def test_a_pull_request_tells_its_head_branch_as_github_has_it(
+    fake: FakeGithub, setup: tuple[GithubHost, Repository, RecordingFeedback]
+) -> None:
+    host, repo, _ = setup
+    number = fake.open_pull_request(OWNER, NAME, branch="bot/deps", files={"f.txt": "1\n"})
+    info = host.pull_request(repo, number)
+    assert info is not None
+    assert info.head_branch == "bot/deps"
+
+
 def test_a_landing_repeated_after_github_failed_mid_way_merges_once(
     fake: FakeGithub, setup: tuple[GithubHost, Repository, RecordingFeedback]
 ) -> None:

@@ -111,6 +111,20 @@ def find_entry(uow: UnitOfWork, queue: Queue, number: int) -> QueueEntry:
     return entry
 
 
+def find_entry_by_branch(uow: UnitOfWork, queue: Queue, branch: str) -> QueueEntry:
+    """The entry of the PR submitted from `branch`: the one in the queue, else the one that
+    left it last (404 if no PR was ever submitted from it).
+    """
+    entry = uow.entries.find_by_branch(queue.id, branch)
+    if entry is None:
+        raise NotFound(
+            "pull_request_not_found",
+            f"no pull request from branch {branch!r} was ever submitted to the queue for "
+            f"{queue.branch!r}",
+        )
+    return entry
+
+
 def find_queued_entry(uow: UnitOfWork, queue: Queue, number: int) -> QueueEntry:
     """The PR's entry while it is in the queue (404 once it merged, failed or was cancelled)."""
     entry = uow.entries.find(queue.id, number)

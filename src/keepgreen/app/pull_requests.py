@@ -15,6 +15,7 @@ from keepgreen.app.explain_facts import entry_facts
 from keepgreen.app.incidents import SHOWN_INCIDENTS, concerning
 from keepgreen.app.lookup import (
     find_entry,
+    find_entry_by_branch,
     find_queue,
     find_queued_entry,
     find_repository,
@@ -285,6 +286,13 @@ class PullRequestService:
         with self._uow(read_only=True) as uow:
             return find_entry(uow, self._queue(uow, target), number)
 
+    def number_from_branch(self, target: QueueTarget, branch: str) -> int:
+        """The number of the PR submitted from `branch`: the one in the queue if there is one,
+        else the one that left it last (404 if none ever was).
+        """
+        with self._uow(read_only=True) as uow:
+            return find_entry_by_branch(uow, self._queue(uow, target), branch).number
+
     def get_explained(self, target: QueueTarget, number: int) -> ExplainedEntry:
         """The entry, what it waits on or why it left in plain words, and the git server
         incidents that concern it since it was submitted.
@@ -392,6 +400,7 @@ class PullRequestService:
             head_sha=info.head_sha,
             title=info.title,
             author=info.author,
+            head_branch=info.head_branch,
             base_branch=queue.branch,
             readiness=readiness,
             is_submitted=True,

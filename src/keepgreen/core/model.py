@@ -278,6 +278,9 @@ class PullRequestInfo:
     head_sha: str
     title: str
     author: str
+    # The branch the PR comes from, when the code host tells it (getSubmittedPullRequest can
+    # name a PR by it).
+    head_branch: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +311,8 @@ class QueueEntry:
     verified_by_test_run: TestRunId | None = None
     # Whether the head contains the target branch's tip (direct merge needs it).
     is_up_to_date: bool = False
+    # The branch the PR came from when it was submitted, when the code host told it.
+    head_branch: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ from keepgreen.web.observability import (
     request_id_of,
 )
 from keepgreen.web.routes.merge_queue import parse_priority, repo_ref
-from keepgreen.web.schemas import PrRequest, QueueRequest, SubmitRequest
+from keepgreen.web.schemas import PrLookupRequest, QueueRequest, SubmitRequest
 from keepgreen.web.snapshots import Snapshot, Snapshots, pr_key, queue_key, snapshot_headers
 
 # Bodies of these calls are a few hundred bytes; a larger one goes the long way (as does any
@@ -184,15 +184,20 @@ class PolledCalls:
         return await self._kept(asked, QueueRequest, lambda _body, queue_id: queue_key(queue_id))
 
     async def get_submitted(self, asked: Asked) -> Answer:
+        # A PR named by its branch has no key here: the route finds its number.
         return await self._kept(
-            asked, PrRequest, lambda body, queue_id: pr_key(queue_id, body.pr.number)
+            asked,
+            PrLookupRequest,
+            lambda body, queue_id: (
+                None if body.pr.number is None else pr_key(queue_id, body.pr.number)
+            ),
         )
 
     async def _kept(
         self,
         asked: Asked,
         model: type[Polled],
-        key_of: Callable[[Polled, QueueId | None], Hashable],
+        key_of: Callable[[Polled, QueueId | None], Hashable | None],
     ) -> Answer:
         """The kept answer of a polled read (the same key the route keeps it under)."""
         body = _valid(model, asked.body)
@@ -204,7 +209,10 @@ class PolledCalls:
         if found is None:
             return None
         _org, current = found
-        return _snapshot(self.snapshots.get(key_of(body, current.queue_id), current.version), asked)
+        key = key_of(body, current.queue_id)
+        if key is None:
+            return None
+        return _snapshot(self.snapshots.get(key, current.version), asked)
 
     async def resubmit(self, asked: Asked) -> Answer:
         body = _valid(SubmitRequest, asked.body)

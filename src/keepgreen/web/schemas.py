@@ -17,6 +17,7 @@ from pydantic import (
     StrictStr,
     WithJsonSchema,
     field_validator,
+    model_validator,
 )
 
 from keepgreen.core.enums import (
@@ -105,6 +106,25 @@ class QueueAnalyticsRequest(QueueRequest):
 
 class PrRequest(QueueRequest):
     pr: PrIn
+
+
+class PrLookupIn(Request):
+    """A PR named by its number or by the branch it comes from (one of the two)."""
+
+    number: PrNumber | None = None
+    branch: Branch | None = None
+
+    @model_validator(mode="after")
+    def _one_of_two(self) -> PrLookupIn:
+        if (self.number is None) == (self.branch is None):
+            raise ValueError("give either pr.number or pr.branch, not both or neither")
+        return self
+
+
+class PrLookupRequest(QueueRequest):
+    """getSubmittedPullRequest's body: the PR by number or by branch."""
+
+    pr: PrLookupIn
 
 
 def _without_nul(value: str) -> str:

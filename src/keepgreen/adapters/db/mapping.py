@@ -249,6 +249,7 @@ def entry_from_row(row: QueueEntryRow | Row[Any]) -> QueueEntry:
             None if row.verified_by_test_run is None else TestRunId(row.verified_by_test_run)
         ),
         is_up_to_date=row.is_up_to_date,
+        head_branch=row.head_branch,
     )
 
 
@@ -276,6 +277,7 @@ def write_entry(row: QueueEntryRow, entry: QueueEntry) -> None:
     row.submitted_at = entry.submitted_at
     row.verified_by_test_run = entry.verified_by_test_run
     row.is_up_to_date = entry.is_up_to_date
+    row.head_branch = entry.head_branch
 
 
 def state_change_from_row(row: StateChangeRow) -> StateChange:

@@ -421,6 +421,20 @@ class SqlEntries:
         )
         return None if row is None else entry_from_row(row)
 
+    def find_by_branch(self, queue_id: QueueId, branch: str) -> QueueEntry | None:
+        terminal = [state.value for state in PrState if state.is_terminal]
+        row = self._session.scalar(
+            select(QueueEntryRow)
+            .where(QueueEntryRow.queue_id == queue_id, QueueEntryRow.head_branch == branch)
+            .order_by(
+                QueueEntryRow.state.in_(terminal),  # false (in the queue) sorts first
+                QueueEntryRow.state_changed_at.desc(),
+                QueueEntryRow.number.desc(),
+            )
+            .limit(1)
+        )
+        return None if row is None else entry_from_row(row)
+
     def get(self, entry_id: PullRequestId) -> QueueEntry:
         return entry_from_row(self._session.get_one(QueueEntryRow, entry_id))
 

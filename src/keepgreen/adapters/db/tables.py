@@ -207,6 +207,7 @@ class QueueEntryRow(Base):
         UniqueConstraint("queue_id", "number"),
         Index("ix_queue_entries_queue_id_state", "queue_id", "state"),
         Index("ix_queue_entries_queue_id_position", "queue_id", "position"),
+        Index("ix_queue_entries_queue_id_head_branch", "queue_id", "head_branch"),
     )
 
     id: Mapped[str] = mapped_column(ID, primary_key=True)
@@ -233,6 +234,7 @@ class QueueEntryRow(Base):
     submitted_at: Mapped[datetime] = mapped_column(UtcDateTime())
     verified_by_test_run: Mapped[str | None] = mapped_column(ID)
     is_up_to_date: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    head_branch: Mapped[str | None] = mapped_column(NAME)
 
 
 class StateChangeRow(Base):

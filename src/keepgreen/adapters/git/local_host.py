@@ -30,6 +30,7 @@ from keepgreen.core.git_urls import redact_url
 from keepgreen.core.model import PullRequestInfo, Repository
 
 _FIELD_SEPARATOR = "\x1f"
+_BRANCHES = "refs/heads/"
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -95,30 +96,52 @@ class _Memo(Generic[K, V]):
         return answer
 
 
+def _first_branch(decorations: str) -> str | None:
+    """The first branch in name order of `git show --decorate-refs=refs/heads/ --format=%D`'s
+    list (`HEAD -> main, feature-6`); None when it names none.
+    """
+    names = [name.removeprefix("HEAD -> ") for name in decorations.split(", ") if name]
+    branches = sorted(name for name in names if name != "HEAD")
+    return branches[0] if branches else None
+
+
 class LocalGitHost:
     """The MergeHost port over repositories on this machine."""
 
     def __init__(self, *, telemetry: Telemetry | None = None) -> None:
         self._telemetry = telemetry
-        self._subjects: _Memo[str, tuple[str, str]] = _Memo()
+        self._subjects: _Memo[str, tuple[str, str, str | None]] = _Memo()
         self._merges: _Memo[tuple[str, str], bool] = _Memo()
         self._ancestry: _Memo[tuple[str, str], bool] = _Memo()
 
     def pull_request(self, repo: Repository, number: int) -> PullRequestInfo | None:
-        """The PR's head, title and author; None when its ref (`repo.pull_request_ref`) is
-        missing.
+        """The PR's head, title and author, and its branch (the first in name order of the
+        branches whose tip is the head, when its ref is not a branch itself; none when no
+        branch points there); None when its ref (`repo.pull_request_ref`) is missing.
         """
+        ref = repo.pull_request_ref(number)
         git = self._open(repo)
-        sha = git.resolve(repo.pull_request_ref(number))
+        sha = git.resolve(ref)
         if sha is None:
             return None
         subject = self._subjects.get(sha)
         if subject is None:
-            shown = git.run("show", "-s", f"--format=%s{_FIELD_SEPARATOR}%an", sha, check=True)
-            title, _, author = shown.stdout.rstrip("\n").partition(_FIELD_SEPARATOR)
-            subject = self._subjects.put(sha, (title, author))
-        title, author = subject
-        return PullRequestInfo(number=number, head_sha=sha, title=title, author=author)
+            shown = git.run(
+                "show",
+                "-s",
+                "--decorate-refs=refs/heads/",
+                f"--format=%s{_FIELD_SEPARATOR}%an{_FIELD_SEPARATOR}%D",
+                sha,
+                check=True,
+            )
+            title, author, decorations = shown.stdout.rstrip("\n").split(_FIELD_SEPARATOR, 2)
+            subject = self._subjects.put(sha, (title, author, _first_branch(decorations)))
+        title, author, branch = subject
+        if ref.startswith(_BRANCHES):
+            branch = ref.removeprefix(_BRANCHES)
+        return PullRequestInfo(
+            number=number, head_sha=sha, title=title, author=author, head_branch=branch
+        )
 
     def pull_request_heads(self, repo: Repository, numbers: Sequence[int]) -> dict[int, str | None]:
         """Each PR's head commit (None: its ref is missing), read by one git process."""

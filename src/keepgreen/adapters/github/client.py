@@ -324,6 +324,7 @@ class GithubAppClient:
             labels=tuple(label.text("name") for label in answer.objects("labels")),
             mergeable=mergeable if isinstance(mergeable, bool) else None,
             merge_commit_sha=answer.optional_text("merge_commit_sha"),
+            head_ref=answer.object("head").optional_text("ref"),
         )
 
     def commit(self, where: Where, sha: str) -> GithubCommit | None:

@@ -67,6 +67,7 @@ class GithubPull:
     labels: tuple[str, ...] = ()
     mergeable: bool | None = None  # None while GitHub is still computing it
     merge_commit_sha: str | None = None  # once merged: the commit the merge made
+    head_ref: str | None = None  # the branch the PR comes from
 
 
 @dataclass(frozen=True, slots=True)

@@ -140,7 +140,11 @@ class GithubHost:
         if info is None:
             return None
         return PullRequestInfo(
-            number=number, head_sha=info.head_sha, title=pull.title, author=pull.author
+            number=number,
+            head_sha=info.head_sha,
+            title=pull.title,
+            author=pull.author,
+            head_branch=pull.head_ref,
         )
 
     def pull_request_heads(self, repo: Repository, numbers: Sequence[int]) -> dict[int, str | None]:

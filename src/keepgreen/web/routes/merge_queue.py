@@ -33,6 +33,7 @@ from keepgreen.web.schemas import (
     CreateQueueRequest,
     Empty,
     ListPullRequestsRequest,
+    PrLookupRequest,
     PrRequest,
     PullRequestList,
     QueueAnalyticsOut,
@@ -161,19 +162,26 @@ def set_impacted_targets(
 
 @router.post("/getSubmittedPullRequest", response_model=SubmittedPullRequest, responses=POLLED)
 async def get_submitted_pull_request(
-    body: PrRequest, org: Org, services: Services, snapshots: Snapshots, request: Request
+    body: PrLookupRequest, org: Org, services: Services, snapshots: Snapshots, request: Request
 ) -> Response:
-    """A pull request submitted to the queue, with its state, priority and readiness. The
-    answer carries an ETag; sent back as If-None-Match, it gets 304 while the PR is unchanged.
+    """A pull request submitted to the queue, with its state, priority and readiness; named by
+    its number, or by its branch (the PR from it in the queue, else the last one that left).
+    The answer carries an ETag; sent back as If-None-Match, it gets 304 while the PR is
+    unchanged.
     """
     current = services.queues.version(org, repo_ref(body.repo), body.targetBranch)
+    target = target_of(org, body)
+    number = body.pr.number
+    if number is None:
+        assert body.pr.branch is not None  # noqa: S101 - the schema asks for one of the two
+        number = services.pull_requests.number_from_branch(target, body.pr.branch)
 
     def build() -> tuple[int, bytes]:
-        explained = services.pull_requests.get_explained(target_of(org, body), body.pr.number)
+        explained = services.pull_requests.get_explained(target, number)
         answer = submitted(explained.entry, explained.incidents, explanation=explained.explanation)
         return explained.queue_version, to_json(answer)
 
-    key = pr_key(current.queue_id, body.pr.number)
+    key = pr_key(current.queue_id, number)
     return snapshot_answer(request, await snapshots.answer(key, current.version, build))
 
 
