@@ -403,6 +403,8 @@ EVERY_OPTION = (
     "--check-start-timeout-minutes", "12", "--adaptive-testing-timeout", "--stall-minutes", "20",
     "--accept-skipped-checks", "--max-retries", "2", "--flaky-failures", "pass",
     "--bisect-in-line", "--adaptive-batch-size", "--adaptive-depth",
+    "--not-ready-timeout-hours", "24", "--enqueueing-label", "ready", "--no-label-commands",
+    "--allowed-bot", "renovate[bot]",
 )  # fmt: skip
 
 
@@ -436,11 +438,19 @@ def test_queue_update_sets_every_option_given(cli: Cli, queued: GitRepo) -> None
         "bisectBesideQueue": False,
         "adaptiveBatchSize": True,
         "adaptiveDepth": True,
+        "notReadyTimeoutHours": 24,
+        "enqueueingLabel": "ready",
+        "labelCommandsEnabled": False,
+        "allowedBotSubmitters": ["renovate[bot]"],
         # Not settable from the CLI; they keep their defaults.
         "createPrsForTestingBranches": False,
         "commentsEnabled": False,
         "commandsEnabled": False,
         "statusCheckEnabled": False,
+        "stateLabelsEnabled": False,
+        "extensionEnabled": False,
+        "testBranchConstructionMode": "rename_temp_branch",
+        "batchingRules": [],
     }
 
 

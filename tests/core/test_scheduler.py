@@ -498,6 +498,35 @@ def test_a_paused_queue_starts_and_lands_nothing_until_resumed() -> None:
     assert landed(sim) == [1, 2, 3]
 
 
+def test_a_pr_not_ready_for_the_timeout_leaves_and_one_held_by_a_paused_queue_stays() -> None:
+    """notReadyTimeoutHours 1: PR 2, which the code host never calls mergeable, is cancelled
+    (`not_ready_timeout`) an hour after it was submitted, not a minute before; PR 3, ready but
+    held back by the paused queue, stays; PR 1 is tested and merged meanwhile.
+    """
+    sim, _ = world(not_ready_timeout_hours=1)
+    submit(sim, 1)
+    sim.submit(2, ready=False)
+    for _ in range(59):
+        sim.step()
+    assert sim.states()[2] is NOT_READY
+    set_queue(sim, state=QueueState.PAUSED)
+    sim.submit(3)
+    sim.step()
+    assert sim.states()[2] is CANCELLED
+    assert reasons_of(sim, 2)[-1] == (CANCELLED, StateReason.NOT_READY_TIMEOUT)
+    for _ in range(120):
+        sim.step()
+    assert sim.states()[3] is NOT_READY
+    assert landed(sim) == [1]
+
+
+def test_without_a_not_ready_timeout_a_pr_waits_not_ready_for_days() -> None:
+    sim, _ = world()
+    sim.submit(2, ready=False)
+    sim.step(seconds=3 * 86400)
+    assert sim.states() == {2: NOT_READY}
+
+
 def test_a_draining_queue_admits_nothing_and_finishes_the_rest() -> None:
     """Draining: PRs already queued are tested and merged; a new PR waits in `not_ready`."""
     sim, _ = world()

@@ -70,6 +70,15 @@ CONFIG_KEYS = {
     "directMergeMode",
     "optimizationMode",
     "mergeMethod",
+    # Beyond the published spec: what the hosted service answers as well.
+    "notReadyTimeoutHours",
+    "enqueueingLabel",
+    "labelCommandsEnabled",
+    "allowedBotSubmitters",
+    "stateLabelsEnabled",
+    "extensionEnabled",
+    "testBranchConstructionMode",
+    "batchingRules",
 }
 # keepgreen's own settings beside the interface's, in updateQueue's and getQueue's answers.
 OWN_CONFIG_KEYS = {

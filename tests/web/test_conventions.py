@@ -502,9 +502,10 @@ def test_unknown_fields_are_ignored(api: Api, registered_repo: GitRepo) -> None:
         **extra,
     )
     assert response.status_code == 200, response.text
-    answered = api.post("updateQueue", targetBranch="main", extensionEnabled=True, **extra)
+    answered = api.post("updateQueue", targetBranch="main", mergeQueueBanner=True, **extra)
     assert answered.status_code == 200, answered.text
-    assert "extensionEnabled" not in answered.json()
+    assert "mergeQueueBanner" not in answered.json()
+    assert "someFutureField" not in answered.json()
 
 
 def test_x_source_header_is_ignored(queue: Api) -> None:

@@ -134,6 +134,14 @@ def test_create_queue_ignores_settings_it_does_not_take(api: Api) -> None:
         ("bisectBesideQueue", False),
         ("adaptiveBatchSize", True),
         ("adaptiveDepth", True),
+        ("notReadyTimeoutHours", 24),
+        ("enqueueingLabel", "ready-to-merge"),
+        ("labelCommandsEnabled", False),
+        ("allowedBotSubmitters", ["renovate[bot]", "dependabot[bot]"]),
+        ("stateLabelsEnabled", True),
+        ("extensionEnabled", True),
+        ("testBranchConstructionMode", "push_new_branch_from_temp"),
+        ("batchingRules", [{"label": "deps", "maxBatchSize": 3}, {"path": "docs/**"}]),
     ],
 )
 def test_update_queue_sets_a_field_and_changes_nothing_else(
@@ -608,6 +616,60 @@ def test_update_queue_refuses_own_settings_out_of_bounds(
     before = get_queue(queue)
     assert_invalid(queue.post("updateQueue", targetBranch="main", **{field: value}), field)
     assert get_queue(queue) == before
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("notReadyTimeoutHours", -1),
+        ("notReadyTimeoutHours", 876_001),
+        ("enqueueingLabel", "x" * 51),
+        ("enqueueingLabel", "merge\nnow"),
+        ("enqueueingLabel", 3),
+        ("labelCommandsEnabled", "yes"),
+        ("allowedBotSubmitters", ["not a login"]),
+        ("allowedBotSubmitters", "renovate[bot]"),
+        ("allowedBotSubmitters", ["bot"] * 101),
+        ("testBranchConstructionMode", "copy"),
+        ("batchingRules", ["a string"]),
+        ("batchingRules", [{"k": "v" * 5000}]),
+        ("batchingRules", [{}] * 51),
+    ],
+)
+def test_update_queue_refuses_hosted_fields_out_of_bounds(
+    queue: Api, field: str, value: object
+) -> None:
+    before = get_queue(queue)
+    assert_invalid(queue.post("updateQueue", targetBranch="main", **{field: value}), field)
+    assert get_queue(queue) == before
+
+
+def test_hosted_fields_have_their_defaults_and_an_empty_label_is_the_instances(
+    queue: Api,
+) -> None:
+    got = get_queue(queue)
+    assert {k: got[k] for k in HOSTED_DEFAULTS} == HOSTED_DEFAULTS
+    update_queue(
+        queue, enqueueingLabel="ready", testBranchConstructionMode="PUSH_NEW_BRANCH_FROM_TEMP"
+    )
+    got = get_queue(queue)
+    assert (got["enqueueingLabel"], got["testBranchConstructionMode"]) == (
+        "ready",
+        "push_new_branch_from_temp",
+    )
+    assert update_queue(queue, enqueueingLabel="")["enqueueingLabel"] == "keepgreen-merge"
+
+
+HOSTED_DEFAULTS = {
+    "notReadyTimeoutHours": 0,
+    "enqueueingLabel": "keepgreen-merge",  # KEEPGREEN_GITHUB_MERGE_LABEL's default
+    "labelCommandsEnabled": True,
+    "allowedBotSubmitters": [],
+    "stateLabelsEnabled": False,
+    "extensionEnabled": False,
+    "testBranchConstructionMode": "rename_temp_branch",
+    "batchingRules": [],
+}
 
 
 def test_update_queue_own_settings_have_documented_defaults(queue: Api) -> None:

@@ -98,6 +98,8 @@ REASONS: Mapping[str, str] = {
     "spurious",
     StateReason.FLAKY_FAILURES_FORGIVEN: "only known flaky tests failed, so the failure was "
     "forgiven",
+    StateReason.NOT_READY_TIMEOUT: "it was not ready for longer than the queue's "
+    "notReadyTimeoutHours; queue it again once it is ready",
 }
 
 

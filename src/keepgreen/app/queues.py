@@ -19,6 +19,7 @@ from keepgreen.core.enums import (
     PrState,
     QueueMode,
     QueueState,
+    TestBranchConstructionMode,
 )
 from keepgreen.core.ids import OrgId, QueueId
 from keepgreen.core.model import (
@@ -68,6 +69,14 @@ class QueueUpdate:
     bisect_beside_queue: bool | None = None
     adaptive_batch_size: bool | None = None
     adaptive_depth: bool | None = None
+    not_ready_timeout_hours: int | None = None
+    enqueueing_label: str | None = None
+    label_commands_enabled: bool | None = None
+    allowed_bot_submitters: tuple[str, ...] | None = None
+    state_labels_enabled: bool | None = None
+    extension_enabled: bool | None = None
+    test_branch_construction_mode: TestBranchConstructionMode | None = None
+    batching_rules: tuple[str, ...] | None = None
 
 
 _CONFIG_FIELDS = (
@@ -95,6 +104,14 @@ _CONFIG_FIELDS = (
     "bisect_beside_queue",
     "adaptive_batch_size",
     "adaptive_depth",
+    "not_ready_timeout_hours",
+    "enqueueing_label",
+    "label_commands_enabled",
+    "allowed_bot_submitters",
+    "state_labels_enabled",
+    "extension_enabled",
+    "test_branch_construction_mode",
+    "batching_rules",
 )
 
 
@@ -115,6 +132,8 @@ def apply_update(queue: Queue, update: QueueUpdate, *, has_admitted_entries: boo
     config = replace(queue.config, **changes)
     if update.delete_required_statuses:
         config = replace(config, required_statuses=None)
+    if update.enqueueing_label == "":  # back to the instance's label
+        config = replace(config, enqueueing_label=None)
     # An empty list requires none of the queue's own: like `deleteRequiredStatuses`, the queue
     # falls back to the branch's protection (or `keepgreen/ci`), and answers `[]` as it was
     # sent (a client that sets `[]` reads `[]` back, as Terraform checks).

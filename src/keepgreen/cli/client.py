@@ -358,6 +358,26 @@ def queue_update(
             show_default=False,
         ),
     ] = None,
+    not_ready_timeout_hours: Annotated[
+        int | None,
+        typer.Option(min=0, help="Cancel a PR not ready for this many hours: 0 never."),
+    ] = None,
+    enqueueing_label: Annotated[
+        str | None,
+        typer.Option(help='The GitHub label that submits a PR ("" for the instance\'s).'),
+    ] = None,
+    label_commands: Annotated[
+        bool | None,
+        typer.Option(
+            "--label-commands/--no-label-commands",
+            help="Whether the enqueueing label submits (and its removal cancels) on GitHub.",
+            show_default=False,
+        ),
+    ] = None,
+    allowed_bot: Annotated[
+        list[str] | None,
+        typer.Option(help="A bot (name[bot]) that may submit by comment or label; repeat."),
+    ] = None,
     url: UrlOption = None,
     token: TokenOption = None,
     json_output: JsonOption = False,
@@ -389,6 +409,10 @@ def queue_update(
         ("bisectBesideQueue", bisect_beside_queue),
         ("adaptiveBatchSize", adaptive_batch_size),
         ("adaptiveDepth", adaptive_depth),
+        ("notReadyTimeoutHours", not_ready_timeout_hours),
+        ("enqueueingLabel", enqueueing_label),
+        ("labelCommandsEnabled", label_commands),
+        ("allowedBotSubmitters", allowed_bot or None),
     ]
     fields = {name: value for name, value in given if value is not None}
     with reported():

@@ -70,6 +70,15 @@ class DirectMergeMode(StrEnum):
     ALWAYS = "always"  # up to date, queue (lane) empty, own checks green: merge at once
 
 
+class TestBranchConstructionMode(StrEnum):
+    """How the hosted service builds a test branch (accepted and stored: keepgreen builds the
+    test commit in its own repository and pushes the test branch once, either way).
+    """
+
+    RENAME_TEMP_BRANCH = "rename_temp_branch"
+    PUSH_NEW_BRANCH_FROM_TEMP = "push_new_branch_from_temp"
+
+
 class FlakyFailures(StrEnum):
     """What a queue does with a failed run whose failed tests are all known flaky or
     quarantined (from the JUnit results uploaded for its test commit).
@@ -166,6 +175,7 @@ class StateReason(StrEnum):
     CHECK_SKIPPED = "check_skipped"  # a required check concluded skipped or neutral
     RETRYING = "retrying"  # its failed run is tested again alone before it counts
     FLAKY_FAILURES_FORGIVEN = "flaky_failures_forgiven"  # only known flaky tests failed
+    NOT_READY_TIMEOUT = "not_ready_timeout"  # not ready for the queue's notReadyTimeoutHours
     # Its failed batch was isolated beside the queue and its own run passed: it rejoins the
     # line behind the PRs in flight.
     CLEARED_BY_ISOLATION = "cleared_by_isolation"

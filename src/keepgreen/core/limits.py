@@ -5,6 +5,11 @@ MAX_CONCURRENCY = 1000
 # that far lies past the calendar (year 9999), which the service's clock arithmetic cannot
 # hold; 100 years is any wait anyone means.
 MAX_MINUTES = 52_560_000
+MAX_HOURS = MAX_MINUTES // 60  # notReadyTimeoutHours
+MAX_LABEL_LENGTH = 50  # GitHub's bound on a label's name
+MAX_BOT_SUBMITTERS = 100
+MAX_BATCHING_RULES = 50
+MAX_BATCHING_RULE_LENGTH = 4096  # one rule's JSON text
 MAX_PENDING_FAILURE_DEPTH = 1000
 MAX_BATCH_SIZE = 1000
 MAX_PR_NUMBER = 4_294_967_295  # the spec's bound: an unsigned 32-bit integer

@@ -5,6 +5,7 @@ Frozen dataclasses only; the db adapter and the HTTP edge translate to and from 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -23,6 +24,7 @@ from keepgreen.core.enums import (
     QueueMode,
     QueueState,
     StateReason,
+    TestBranchConstructionMode,
     TestRunKind,
     TestRunStatus,
 )
@@ -100,6 +102,11 @@ class Repository:
         return self.pr_refspec.format(number=number)
 
 
+def canonical_json(value: object) -> str:
+    """`value` as JSON text with sorted keys and no spaces: equal values, equal texts."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 @dataclass(frozen=True, slots=True)
 class QueueConfig:
     """Every setting of a queue that `updateQueue` can change, with the documented defaults."""
@@ -121,6 +128,24 @@ class QueueConfig:
     merge_method: MergeMethod = MergeMethod.SQUASH
     # None: no override is set (the repository's own CI decides); a tuple: the queue's override.
     required_statuses: tuple[str, ...] | None = None
+    # Fields the hosted service answers beyond its published spec.
+    # A PR `not_ready` this many hours leaves the queue (cancelled, `not_ready_timeout`). 0: never.
+    not_ready_timeout_hours: int = 0
+    # On GitHub: the label that submits a PR to this queue (None: the instance's
+    # KEEPGREEN_GITHUB_MERGE_LABEL), and whether labels submit and cancel at all.
+    enqueueing_label: str | None = None
+    label_commands_enabled: bool = True
+    # On GitHub: bot accounts (`name[bot]`) that may submit and cancel by comment or label.
+    allowed_bot_submitters: tuple[str, ...] = ()
+    # Accepted and stored, answered as set: a label per PR state, the browser extension, how
+    # the hosted service builds test branches, and its batching rules (each a JSON object, kept
+    # as its canonical text so that the configuration stays hashable).
+    state_labels_enabled: bool = False
+    extension_enabled: bool = False
+    test_branch_construction_mode: TestBranchConstructionMode = (
+        TestBranchConstructionMode.RENAME_TEMP_BRANCH
+    )
+    batching_rules: tuple[str, ...] = ()
     # keepgreen's own settings, beside the interface's.
     # A required check with no status at all this long after its run started: the run fails
     # (or is retried) as "check X never started". 0: never.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import timedelta
 
@@ -36,7 +37,10 @@ from keepgreen.web.schemas import (
 from keepgreen.web.wire import iso
 
 
-def queue_config(queue: Queue) -> QueueConfigOut:
+def queue_config(queue: Queue, *, default_label: str) -> QueueConfigOut:
+    """The queue's configuration as getQueue answers it; `default_label` is the instance's
+    label that submits a PR on GitHub, which a queue without its own answers.
+    """
     config = queue.config
     return QueueConfigOut(
         state=queue.state,
@@ -67,15 +71,23 @@ def queue_config(queue: Queue) -> QueueConfigOut:
         bisectBesideQueue=config.bisect_beside_queue,
         adaptiveBatchSize=config.adaptive_batch_size,
         adaptiveDepth=config.adaptive_depth,
+        notReadyTimeoutHours=config.not_ready_timeout_hours,
+        enqueueingLabel=config.enqueueing_label or default_label,
+        labelCommandsEnabled=config.label_commands_enabled,
+        allowedBotSubmitters=list(config.allowed_bot_submitters),
+        stateLabelsEnabled=config.state_labels_enabled,
+        extensionEnabled=config.extension_enabled,
+        testBranchConstructionMode=config.test_branch_construction_mode,
+        batchingRules=[json.loads(rule) for rule in config.batching_rules],
     )
 
 
-def queue_snapshot(snapshot: QueueSnapshot) -> QueueOut:
+def queue_snapshot(snapshot: QueueSnapshot, *, default_label: str) -> QueueOut:
     waiting = [i for i in snapshot.incidents if i.is_open and i.pr_number is None]
     waiting_on = snapshot.waiting_on or (waiting[0].message if waiting else None)
     stalled = snapshot.stalled_since
     return QueueOut(
-        **queue_config(snapshot.queue).model_dump(),
+        **queue_config(snapshot.queue, default_label=default_label).model_dump(),
         enqueuedPullRequests=[enqueued(entry) for entry in snapshot.entries],
         waitingOn=waiting_on,
         stateReason="stalled" if stalled is not None else None,

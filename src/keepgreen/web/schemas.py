@@ -31,14 +31,22 @@ from keepgreen.core.enums import (
     PrState,
     QueueMode,
     QueueState,
+    TestBranchConstructionMode,
     TestRunKind,
     TestRunStatus,
 )
 from keepgreen.core.limits import (
     DEFAULT_PAGE_TAKE,
+    MAX_BATCHING_RULE_LENGTH,
+    MAX_BATCHING_RULES,
+    MAX_BOT_SUBMITTERS,
+    MAX_HOURS,
+    MAX_LABEL_LENGTH,
     MAX_REQUIRED_STATUSES,
     MAX_TEXT_LENGTH,
 )
+from keepgreen.core.model import canonical_json
+from keepgreen.core.names import MAX_NAME_LENGTH, plain_name_problem
 from keepgreen.web.wire import (
     AnyCase,
     BatchSize,
@@ -46,6 +54,7 @@ from keepgreen.web.wire import (
     Concurrency,
     Depth,
     Flag,
+    Integer,
     Minutes,
     Name,
     NumberOrName,
@@ -205,6 +214,30 @@ RequiredStatuses = Annotated[
 ]
 
 
+def _label(value: str) -> str:
+    problem = None if value == "" else plain_name_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+def _rule(value: dict[str, Any]) -> dict[str, Any]:
+    if len(canonical_json(value)) > MAX_BATCHING_RULE_LENGTH:
+        raise ValueError(
+            f"a batching rule is at most {MAX_BATCHING_RULE_LENGTH} characters of JSON"
+        )
+    return value
+
+
+# "" puts the queue back on the instance's label.
+EnqueueingLabel = Annotated[StrictStr, Field(max_length=MAX_LABEL_LENGTH), AfterValidator(_label)]
+BotLogin = Annotated[
+    StrictStr, Field(max_length=MAX_NAME_LENGTH, pattern=r"^[A-Za-z0-9][A-Za-z0-9-]*(\[bot\])?$")
+]
+BatchingRule = Annotated[dict[str, Any], AfterValidator(_rule)]
+Hours = Annotated[int, Field(ge=0, le=MAX_HOURS), Integer]
+
+
 def _settable(state: QueueState) -> QueueState:
     if state is QueueState.SWITCHING_MODES:
         raise ValueError("switching_modes is set by keepgreen, not by clients")
@@ -249,6 +282,17 @@ class UpdateQueueRequest(QueueRequest):
     bisectBesideQueue: Flag | None = None
     adaptiveBatchSize: Flag | None = None
     adaptiveDepth: Flag | None = None
+    # Answered by the hosted service beyond its published spec.
+    notReadyTimeoutHours: Hours | None = None
+    enqueueingLabel: EnqueueingLabel | None = None
+    labelCommandsEnabled: Flag | None = None
+    allowedBotSubmitters: Annotated[list[BotLogin], Field(max_length=MAX_BOT_SUBMITTERS)] | None = (
+        None
+    )
+    stateLabelsEnabled: Flag | None = None
+    extensionEnabled: Flag | None = None
+    testBranchConstructionMode: Annotated[TestBranchConstructionMode, AnyCase] | None = None
+    batchingRules: Annotated[list[BatchingRule], Field(max_length=MAX_BATCHING_RULES)] | None = None
 
 
 class ListPullRequestsRequest(QueueRequest):
@@ -338,6 +382,15 @@ class QueueConfigOut(Response):
     bisectBesideQueue: bool
     adaptiveBatchSize: bool
     adaptiveDepth: bool
+    # Answered by the hosted service beyond its published spec.
+    notReadyTimeoutHours: int
+    enqueueingLabel: str
+    labelCommandsEnabled: bool
+    allowedBotSubmitters: list[str]
+    stateLabelsEnabled: bool
+    extensionEnabled: bool
+    testBranchConstructionMode: TestBranchConstructionMode
+    batchingRules: list[dict[str, Any]]
 
 
 class IncidentOut(Response):

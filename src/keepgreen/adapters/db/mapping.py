@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -29,6 +30,7 @@ from keepgreen.core.enums import (
     QueueMode,
     QueueState,
     StateReason,
+    TestBranchConstructionMode,
 )
 from keepgreen.core.ids import OrgId, PullRequestId, QueueId, RepositoryId, TestRunId
 from keepgreen.core.model import (
@@ -46,6 +48,7 @@ from keepgreen.core.model import (
     RepoRef,
     Repository,
     StateChange,
+    canonical_json,
 )
 from keepgreen.core.priority import Priority
 
@@ -122,6 +125,14 @@ def queue_from_row(row: QueueRow) -> Queue:
         bisect_beside_queue=row.bisect_beside_queue,
         adaptive_batch_size=row.adaptive_batch_size,
         adaptive_depth=row.adaptive_depth,
+        not_ready_timeout_hours=row.not_ready_timeout_hours,
+        enqueueing_label=row.enqueueing_label,
+        label_commands_enabled=row.label_commands_enabled,
+        allowed_bot_submitters=tuple(row.allowed_bot_submitters or ()),
+        state_labels_enabled=row.state_labels_enabled,
+        extension_enabled=row.extension_enabled,
+        test_branch_construction_mode=TestBranchConstructionMode(row.test_branch_construction_mode),
+        batching_rules=tuple(canonical_json(rule) for rule in row.batching_rules or ()),
     )
     return Queue(
         id=QueueId(row.id),
@@ -217,6 +228,14 @@ def write_queue(row: QueueRow, queue: Queue) -> None:
     row.bisect_beside_queue = config.bisect_beside_queue
     row.adaptive_batch_size = config.adaptive_batch_size
     row.adaptive_depth = config.adaptive_depth
+    row.not_ready_timeout_hours = config.not_ready_timeout_hours
+    row.enqueueing_label = config.enqueueing_label
+    row.label_commands_enabled = config.label_commands_enabled
+    row.allowed_bot_submitters = list(config.allowed_bot_submitters)
+    row.state_labels_enabled = config.state_labels_enabled
+    row.extension_enabled = config.extension_enabled
+    row.test_branch_construction_mode = config.test_branch_construction_mode.value
+    row.batching_rules = [json.loads(rule) for rule in config.batching_rules]
     row.stats = stats_to_json(queue.stats)
 
 

@@ -156,6 +156,17 @@ class QueueRow(Base):
     bisect_beside_queue: Mapped[bool] = mapped_column(Boolean, server_default=true())
     adaptive_batch_size: Mapped[bool] = mapped_column(Boolean, server_default=false())
     adaptive_depth: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    # Fields the hosted service answers beyond its published spec (migration 0023).
+    not_ready_timeout_hours: Mapped[int] = mapped_column(Integer, server_default="0")
+    enqueueing_label: Mapped[str | None] = mapped_column(NAME)
+    label_commands_enabled: Mapped[bool] = mapped_column(Boolean, server_default=true())
+    allowed_bot_submitters: Mapped[list[str]] = mapped_column(JSON, server_default="[]")
+    state_labels_enabled: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    extension_enabled: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    test_branch_construction_mode: Mapped[str] = mapped_column(
+        STATE, server_default="rename_temp_branch"
+    )
+    batching_rules: Mapped[list[dict[str, Any]]] = mapped_column(JSON, server_default="[]")
     # What the scheduler learned from the queue's runs (QueueStats); NULL: nothing yet.
     stats: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # Moved on by triggers (migration 0019) at every write to what the queue's answers show;

@@ -5,6 +5,7 @@ and the end of a mode switch.
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
 from keepgreen.core.enums import (
     PrState,
@@ -70,6 +71,23 @@ class Admission(Working):
         entry = self.entries[entry.id]
         if entry.state is not PrState.PENDING or entry.verified_by_test_run is not None:
             self.move(entry, PrState.PENDING, StateReason.RESTART_REQUESTED)
+
+    def time_out_not_ready(self) -> None:
+        """A PR that is itself not ready (unmergeable, its targets missing) for the queue's
+        `not_ready_timeout_hours` leaves it, cancelled. One held back only by a paused or
+        draining queue waits on the queue, not on itself, and stays.
+        """
+        hours = self.queue.config.not_ready_timeout_hours
+        if not hours:
+            return
+        limit = timedelta(hours=hours)
+        for entry in list(self.entries.values()):
+            if (
+                entry.state is PrState.NOT_READY
+                and not entry.readiness.is_ready
+                and self.now >= entry.state_changed_at + limit
+            ):
+                self.move(entry, PrState.CANCELLED, StateReason.NOT_READY_TIMEOUT)
 
     def admit(self) -> None:
         """`not_ready` -> `pending` when ready and the queue is running."""

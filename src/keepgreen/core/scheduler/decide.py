@@ -131,6 +131,7 @@ class _Engine(Admission, Failures, Runs):
     def reconcile(self) -> None:
         for _ in range(_MAX_ROUNDS):
             self.changed = False
+            self.time_out_not_ready()
             self.admit()
             self.time_out_runs()
             self.read_statuses()

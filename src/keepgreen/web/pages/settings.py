@@ -60,6 +60,8 @@ LABELS = {
     "commentsEnabled": "Comment on PRs",
     "commandsEnabled": "Take commands from PR comments",
     "statusCheckEnabled": "Report a status check on PRs",
+    "labelCommandsEnabled": "The enqueueing label submits a PR (on GitHub)",
+    "notReadyTimeoutHours": "Cancel a PR not ready for (hours; 0: never)",
 }
 
 
@@ -153,7 +155,8 @@ def _queue_settings(
     notice: str | None = None,
 ) -> Response:
     queue = services.queues.get(at.org_id, at.ref, at.branch).queue
-    current = queue_config(queue).model_dump(mode="json")
+    label = services.settings.github_merge_label
+    current = queue_config(queue, default_label=label).model_dump(mode="json")
     return page(
         request,
         "queue_settings.html",
@@ -184,7 +187,10 @@ def queue_settings_page(
 def save_queue_settings(
     request: Request, at: AtQueue, form: CheckedForm, services: Services
 ) -> Response:
-    current = queue_config(services.queues.get(at.org_id, at.ref, at.branch).queue)
+    current = queue_config(
+        services.queues.get(at.org_id, at.ref, at.branch).queue,
+        default_label=services.settings.github_merge_label,
+    )
     changes = changes_of(form, current.model_dump(mode="json"))
     sent = {key: value for key, value in form.items() if key in LABELS}
     repo = {"host": at.ref.host, "owner": at.ref.owner, "name": at.ref.name}

@@ -13,7 +13,7 @@ from keepgreen.app.errors import InvalidInput
 from keepgreen.app.pull_requests import QueueTarget
 from keepgreen.app.queues import QueueUpdate
 from keepgreen.core.ids import OrgId, PullRequestId
-from keepgreen.core.model import RepoRef
+from keepgreen.core.model import RepoRef, canonical_json
 from keepgreen.core.priority import (
     Priority,
     PriorityError,
@@ -263,14 +263,29 @@ def queue_update_of(body: UpdateQueueRequest) -> QueueUpdate:
         bisect_beside_queue=body.bisectBesideQueue,
         adaptive_batch_size=body.adaptiveBatchSize,
         adaptive_depth=body.adaptiveDepth,
+        not_ready_timeout_hours=body.notReadyTimeoutHours,
+        enqueueing_label=body.enqueueingLabel,
+        label_commands_enabled=body.labelCommandsEnabled,
+        allowed_bot_submitters=_tuple_or_none(body.allowedBotSubmitters),
+        state_labels_enabled=body.stateLabelsEnabled,
+        extension_enabled=body.extensionEnabled,
+        test_branch_construction_mode=body.testBranchConstructionMode,
+        batching_rules=(
+            None if body.batchingRules is None else tuple(map(canonical_json, body.batchingRules))
+        ),
     )
+
+
+def _tuple_or_none(values: list[str] | None) -> tuple[str, ...] | None:
+    return None if values is None else tuple(values)
 
 
 @router.post("/updateQueue", response_model=QueueConfigOut, responses=WRITE)
 def update_queue(body: UpdateQueueRequest, org: Org, services: Services) -> QueueConfigOut:
     """Change a queue's state, mode or settings; answers the whole configuration."""
     update = queue_update_of(body)
-    return queue_config(services.queues.update(org, repo_ref(body.repo), body.targetBranch, update))
+    updated = services.queues.update(org, repo_ref(body.repo), body.targetBranch, update)
+    return queue_config(updated, default_label=services.settings.github_merge_label)
 
 
 @router.post("/getQueue", response_model=QueueOut, responses=POLLED)
@@ -285,7 +300,9 @@ async def get_queue(
 
     def build() -> tuple[int, bytes]:
         built = services.queues.get(org, ref, body.targetBranch)
-        return built.queue.version, to_json(queue_snapshot(built))
+        return built.queue.version, to_json(
+            queue_snapshot(built, default_label=services.settings.github_merge_label)
+        )
 
     key = queue_key(current.queue_id)
     return snapshot_answer(request, await snapshots.answer(key, current.version, build))
