@@ -117,11 +117,24 @@ class PrRequest(QueueRequest):
     pr: PrIn
 
 
+def _without_null(annotated: Any) -> WithJsonSchema:
+    """The JSON schema of an `Annotated` type's own `WithJsonSchema` (no `null` added)."""
+    found = next(m for m in annotated.__metadata__ if isinstance(m, WithJsonSchema))
+    assert found.json_schema is not None  # noqa: S101 - every wire type declares its schema
+    return WithJsonSchema(found.json_schema)
+
+
 class PrLookupIn(Request):
     """A PR named by its number or by the branch it comes from (one of the two)."""
 
-    number: PrNumber | None = None
-    branch: Branch | None = None
+    model_config = ConfigDict(
+        json_schema_extra={"oneOf": [{"required": ["number"]}, {"required": ["branch"]}]}
+    )
+
+    # Absent, not null: the schema leaves `null` out, so that `oneOf` says exactly which
+    # bodies are valid.
+    number: Annotated[PrNumber | None, _without_null(PrNumber)] = None
+    branch: Annotated[Branch | None, _without_null(Branch)] = None
 
     @model_validator(mode="after")
     def _one_of_two(self) -> PrLookupIn:
