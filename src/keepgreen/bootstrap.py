@@ -39,6 +39,7 @@ from keepgreen.app.dashboard import DashboardService
 from keepgreen.app.engine import QueueEngine
 from keepgreen.app.errors import InvalidInput
 from keepgreen.app.flaky.bundles import BundleUploadService
+from keepgreen.app.flaky.ci_runs import CiRunService
 from keepgreen.app.flaky.detection import Detector, Housekeeping
 from keepgreen.app.flaky.ingest import IngestService, ResultLimitReached
 from keepgreen.app.flaky.manage import FlakyManageService
@@ -131,6 +132,7 @@ class Container:
     bundles: BundleUploadService  # Trunk's uploader: its upload URLs and bundles
     flaky: FlakyReadService
     flaky_manage: FlakyManageService
+    ci_runs: CiRunService  # the CI runs CI reports (create-ci-run)
     dashboard: DashboardService  # what the web dashboard's merge-queue pages show
     web_sessions: WebSessionService  # dashboard sign-ins
     housekeeping: Housekeeping
@@ -365,6 +367,7 @@ def bootstrap(
         ),
         flaky=FlakyReadService(unit_of_work, clock=clock),
         flaky_manage=FlakyManageService(unit_of_work, detector=detector, clock=clock),
+        ci_runs=CiRunService(unit_of_work, clock=clock, new_id=new_id),
         dashboard=DashboardService(
             unit_of_work,
             clock=clock,

@@ -14,6 +14,7 @@ from keepgreen.app.worker import Worker, WorkerSettings
 from keepgreen.bootstrap import Container
 from tests.conftest import FakeClock
 from tests.support.gitrepo import GitRepo
+from tests.support.wire import REPO_JSON
 from tests.web.test_flaky_api import Flaky, case, report
 
 
@@ -42,6 +43,49 @@ def test_retention_deletes_raw_results_then_rollups_but_keeps_the_test(
     details = flaky.ok("get-test-details", test_id=test_id)["test"]
     assert details["failure_rate_last_7d"] == 0
     assert details["most_common_failures"] == []
+
+
+def test_retention_deletes_ci_runs_last_reported_as_long_ago_as_old_results(
+    client: TestClient,
+    token: str,
+    registered_repo: GitRepo,
+    clock: FakeClock,
+    container: Container,
+) -> None:
+    def report(attempt: int) -> None:
+        response = client.post(
+            "/v1/flaky-ci/create-ci-run",
+            headers={"x-api-token": token},
+            json={
+                "repo": dict(REPO_JSON),
+                "org_url_slug": "acme",
+                "ci_job_name": "test",
+                "run_start": "2026-11-02T08:00:00Z",
+                "run_end": "2026-11-02T08:10:00Z",
+                "branch": "main",
+                "sha": "a" * 40,
+                "attempt": attempt,
+                "providers_run_id": "41",
+            },
+        )
+        assert response.status_code == 200, response.text
+
+    def attempts() -> list[int]:
+        response = client.post(
+            "/v1/flaky-ci/list-ci-runs",
+            headers={"x-api-token": token},
+            json={"repo": dict(REPO_JSON), "org_url_slug": "acme", "page_query": {"page_size": 9}},
+        )
+        return sorted(run["attempt"] for run in response.json()["ci_runs"])
+
+    report(1)
+    report(2)
+    clock.advance(days=20)
+    report(2)  # reported again: kept from this report on
+    assert container.housekeeping.purge() == 0
+    clock.advance(days=11)  # 31 days after the first reports, 11 after the last
+    assert container.housekeeping.purge() == 1
+    assert attempts() == [2]
 
 
 def worker_with(container: Container, clock: FakeClock, *chores: Callable[[], object]) -> Worker:

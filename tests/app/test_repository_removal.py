@@ -50,6 +50,7 @@ EXPECTED_TABLES = {
     "test_failure_templates",
     "test_failure_days",
     "test_status_changes",
+    "ci_runs",
 }
 
 JUNIT = b"""<?xml version="1.0" encoding="UTF-8"?>
@@ -71,7 +72,8 @@ def live_repository(
     ref: RepoRef,
 ) -> Scenario:
     """A repository of acme that has lived: two PRs merged, a third testing (its built-in CI
-    run held by a worker), impacted targets, a flaky-test upload, settings, a flagged test.
+    run held by a worker), impacted targets, a flaky-test upload, settings, a flagged test, a
+    CI run reported.
     """
     container.admin.add_repository(
         org_slug="acme", ref=ref, git_url=str(repo.path), ci_command=None
@@ -109,6 +111,20 @@ def live_repository(
         headers={"x-api-token": token},
     )
     assert uploaded.status_code == 200, uploaded.text
+    ci_run = {
+        **flaky_body,
+        "ci_job_name": "test",
+        "run_start": "2026-11-02T08:00:00Z",
+        "run_end": "2026-11-02T08:10:00Z",
+        "branch": "main",
+        "sha": repo.tip(),
+        "attempt": 1,
+        "providers_run_id": "7-1",
+    }
+    reported = client.post(
+        "/v1/flaky-ci/create-ci-run", json=ci_run, headers={"x-api-token": token}
+    )
+    assert reported.status_code == 200, reported.text
     settings = {"quarantine": {"enabled": True, "auto_quarantine_flaky": False}}
     for path, fields in (
         ("update-settings", {"settings": settings}),

@@ -554,7 +554,7 @@ FLAKY_PATHS = {
         "get-settings",
         "update-settings",
     )
-} | {"/metrics/getQuarantineConfig"}
+} | {"/metrics/getQuarantineConfig", "/flaky-ci/create-ci-run", "/flaky-ci/list-ci-runs"}
 # Trunk's uploader: where it asks to upload, the signed URL it PUTs its bundle to (no token: the
 # signature is the authorisation), and its telemetry.
 UPLOADER_PATHS = {

@@ -342,6 +342,55 @@ def test_manage_writes_on_a_shared_id_change_only_the_callers_test(
     assert config == {"isDisabled": False, "testIds": [racy]}
 
 
+# -- CI runs ---------------------------------------------------------------------------------------
+
+CI_RUN = {
+    "ci_job_name": "test",
+    "run_start": "2026-11-02T08:00:00Z",
+    "run_end": "2026-11-02T08:10:00Z",
+    "branch": "main",
+    "sha": ACME_SHA,
+    "attempt": 1,
+    "provider": "github",
+    "providers_run_id": "7301",
+    "providers_job_id": "2051",
+}
+
+
+def ci_runs(tenant: Tenant, repo: RepoRef | None = None) -> Any:
+    page = {"page_size": 100, "page_token": ""}
+    return tenant.post(
+        "flaky-ci/list-ci-runs", repo=repo, org_url_slug=tenant.slug, page_query=page
+    )
+
+
+def test_ci_runs_reported_with_another_orgs_provider_ids_are_the_reporters_own(
+    acme: Tenant, globex: Tenant
+) -> None:
+    acme_run = acme.ok("flaky-ci/create-ci-run", org_url_slug="acme", **CI_RUN)["run_id"]
+    before = ci_runs(acme).json()
+    assert [run["run_id"] for run in before["ci_runs"]] == [acme_run]
+
+    # The very same run, as globex reports it into its own github.com/acme/widgets: a run of
+    # globex's, however alike; acme's run is neither found nor changed by it.
+    globex_report = {**CI_RUN, "run_end": "2026-11-02T09:00:00Z", "run_conclusion": "failure"}
+    globex_run = globex.ok("flaky-ci/create-ci-run", org_url_slug="globex", **globex_report)
+    assert globex_run["run_id"] != acme_run
+    listed = ci_runs(globex).json()["ci_runs"]
+    assert [(run["run_id"], run["run_conclusion"]) for run in listed] == [
+        (globex_run["run_id"], "failure")
+    ]
+    # acme's other repository, and acme's org, are out of globex's reach.
+    for reach in (
+        globex.post("flaky-ci/create-ci-run", repo=GADGETS, org_url_slug="globex", **CI_RUN),
+        ci_runs(globex, GADGETS),
+    ):
+        assert_error(reach, 404, "repository_not_found")
+    assert_error(globex.post("flaky-ci/create-ci-run", org_url_slug="acme", **CI_RUN), 404)
+
+    assert ci_runs(acme).json() == before
+
+
 # -- the merge queue -------------------------------------------------------------------------------
 
 

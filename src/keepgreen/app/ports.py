@@ -11,7 +11,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Protocol, Self
 
-from keepgreen.app.flaky.store import FlakyListings, FlakyStore
+from keepgreen.app.flaky.store import CiRunStore, FlakyListings, FlakyStore
 from keepgreen.core.enums import (
     CommitState,
     IncidentKind,
@@ -625,6 +625,8 @@ class UnitOfWork(Protocol):
     def flaky(self) -> FlakyStore: ...
     @property
     def flaky_listings(self) -> FlakyListings: ...
+    @property
+    def ci_runs(self) -> CiRunStore: ...
 
     def __enter__(self) -> Self: ...
     def __exit__(

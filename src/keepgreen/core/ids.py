@@ -8,6 +8,7 @@ RepositoryId = NewType("RepositoryId", str)
 QueueId = NewType("QueueId", str)
 PullRequestId = NewType("PullRequestId", str)
 TestRunId = NewType("TestRunId", str)
+CiRunId = NewType("CiRunId", str)  # a run CI reported (create-ci-run), not a queue's test run
 
 
 def is_uuid(value: str) -> bool:

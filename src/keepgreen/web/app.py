@@ -21,6 +21,7 @@ from keepgreen.web.observability import ObservabilityMiddleware
 from keepgreen.web.pages import install_dashboard
 from keepgreen.web.polled import PolledCalls
 from keepgreen.web.routes import (
+    flaky_ci,
     flaky_tests,
     github,
     merge_queue,
@@ -80,6 +81,7 @@ def create_app(settings: Settings | None = None, *, container: Container | None 
     app.include_router(merge_queue.router, prefix=API_PREFIX)
     app.include_router(metrics.router, prefix=API_PREFIX)
     app.include_router(flaky_tests.router, prefix=API_PREFIX)
+    app.include_router(flaky_ci.router, prefix=API_PREFIX)
     app.include_router(trunk_uploader.router, prefix=API_PREFIX)
     app.include_router(service_metrics.router)
     app.include_router(github.router)

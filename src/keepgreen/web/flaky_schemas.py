@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, PlainSerializer, StrictBool, StrictStr
 
+from keepgreen.core.flaky.ci_runs import (
+    CiProvider,
+    ConclusionCause,
+    RunConclusion,
+    run_time_problem,
+)
+from keepgreen.core.limits import MAX_CI_RUN_ATTEMPT
+from keepgreen.core.names import MAX_NAME_LENGTH
 from keepgreen.web.schemas import RepoIn, Request, Response
-from keepgreen.web.wire import AnyCase, Branch, Integer, Name, PositivePrNumber, iso
+from keepgreen.web.wire import AnyCase, Branch, Integer, Name, PositivePrNumber, Sha, iso
 
 # Times leave as the merge-queue API writes them: UTC, milliseconds, a Z.
 Timestamp = Annotated[datetime, PlainSerializer(iso, return_type=str, when_used="json")]
@@ -209,6 +217,45 @@ class CreateBundleUploadRequest(Request):
     testCollectionShortId: Annotated[StrictStr, Field(max_length=100)] | None = None
 
 
+def _run_time(moment: datetime) -> datetime:
+    """A run's start or end in UTC (a time without a zone is UTC), within the bounds."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    problem = run_time_problem(moment)
+    if problem is not None:
+        raise ValueError(problem)
+    return moment.astimezone(UTC)
+
+
+RunTime = Annotated[datetime, AfterValidator(_run_time)]
+# A provider's id of a run or job: "" is taken as none (it cannot tell runs apart).
+ProviderId = Annotated[StrictStr, Field(max_length=MAX_NAME_LENGTH, pattern=_NO_CONTROL)]
+
+
+class CreateCiRunRequest(FlakyRequest):
+    """Trunk's create-ci-run: one run of one CI job, field for field as the spec has it."""
+
+    ci_job_name: Name
+    provider: Annotated[CiProvider, AnyCase] | None = None
+    run_start: RunTime
+    run_end: RunTime
+    branch: Branch
+    sha: Sha
+    attempt: Annotated[int, Field(ge=0, le=MAX_CI_RUN_ATTEMPT), Integer]
+    run_conclusion: Annotated[RunConclusion, AnyCase] | None = None
+    run_conclusion_cause: Annotated[ConclusionCause, AnyCase] | None = None
+    providers_job_id: ProviderId | None = None
+    providers_run_id: ProviderId | None = None
+
+
+class ListCiRunsRequest(FlakyRequest):
+    """keepgreen's read of the runs create-ci-run stored, filtered by branch and commit."""
+
+    branch: Branch | None = None
+    sha: Sha | None = None
+    page_query: PageQueryIn
+
+
 # -- responses -------------------------------------------------------------------------------
 
 
@@ -343,3 +390,29 @@ class CreateBundleUploadOut(Response):
     key: str
     testCollectionBundleMetaId: str | None = None
     testCollectionBundleMetaCreatedAt: str | None = None
+
+
+class CreateCiRunOut(Response):
+    run_id: str
+
+
+class CiRunOut(Response):
+    run_id: str
+    ci_job_name: str
+    provider: CiProvider | None
+    providers_run_id: str | None
+    providers_job_id: str | None
+    attempt: int
+    branch: str
+    sha: str
+    run_start: Timestamp
+    run_end: Timestamp
+    run_conclusion: RunConclusion | None
+    run_conclusion_cause: ConclusionCause | None
+    reported_at: Timestamp  # when keepgreen first heard of the run
+    updated_at: Timestamp  # and last
+
+
+class CiRunListOut(Response):
+    ci_runs: list[CiRunOut]
+    page: PageOut

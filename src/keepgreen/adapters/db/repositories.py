@@ -27,6 +27,7 @@ from keepgreen.adapters.db.tables import (
     ApiTokenRow,
     Base,
     CiRunHolderRow,
+    CiRunRow,
     CommitStatusRow,
     FlakySettingsRow,
     GithubDeliveryRow,
@@ -255,8 +256,9 @@ class SqlRepositories:
 
     def delete(self, repository_id: RepositoryId) -> None:
         """Delete the repository, its queues (with their PRs, runs and history), its commit
-        statuses and its flaky-test data. Children go first, explicitly: SQLite enforces the
-        foreign keys, and the cascades must not be the only thing that cleans up.
+        statuses, its flaky-test data and the CI runs reported for it. Children go first,
+        explicitly: SQLite enforces the foreign keys, and the cascades must not be the only
+        thing that cleans up.
         """
         queues = SqlQueues(self._session)
         for queue_id in self._session.scalars(
@@ -275,6 +277,7 @@ class SqlRepositories:
             TestUploadRow,
             TestCaseRow,
             FlakySettingsRow,
+            CiRunRow,
             CommitStatusRow,
         ):
             self._session.execute(delete(table).where(table.repository_id == repository_id))

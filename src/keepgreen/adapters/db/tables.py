@@ -684,6 +684,41 @@ class TestStatusChangeRow(Base):
     reason: Mapped[str] = mapped_column(Text)
 
 
+class CiRunRow(Base):
+    """A run of a CI job as CI reported it (create-ci-run); not the queue's test runs, nor the
+    built-in runner's. `run_key` is a digest of the provider, the provider's run id, job id
+    and attempt, so that a run reported again is stored once; NULL when the report named no
+    provider's run id (NULLs never collide in a unique index, on either backend).
+    """
+
+    __tablename__ = "ci_runs"
+    __table_args__ = (
+        Index("ux_ci_runs_repository_key", "repository_id", "run_key", unique=True),
+        # The listing: a repository's runs, latest start first; and the runs of one commit.
+        Index("ix_ci_runs_repository_start", "repository_id", "run_start"),
+        Index("ix_ci_runs_repository_sha", "repository_id", "sha"),
+    )
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    repository_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("repositories.id", ondelete="CASCADE")
+    )
+    run_key: Mapped[str | None] = mapped_column(SHA)
+    ci_job_name: Mapped[str] = mapped_column(NAME)
+    provider: Mapped[str | None] = mapped_column(STATE)
+    providers_run_id: Mapped[str | None] = mapped_column(NAME)
+    providers_job_id: Mapped[str | None] = mapped_column(NAME)
+    attempt: Mapped[int] = mapped_column(BigInteger)  # up to 2^32 - 1
+    branch: Mapped[str] = mapped_column(BRANCH)
+    sha: Mapped[str] = mapped_column(SHA)
+    run_start: Mapped[datetime] = mapped_column(UtcDateTime())
+    run_end: Mapped[datetime] = mapped_column(UtcDateTime())
+    run_conclusion: Mapped[str | None] = mapped_column(STATE)
+    run_conclusion_cause: Mapped[str | None] = mapped_column(STATE)
+    reported_at: Mapped[datetime] = mapped_column(UtcDateTime())  # the first report
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime())  # the last one
+
+
 class InstanceSecretRow(Base):
     """Secrets of this installation (e.g. the key that signs page tokens), made on first use."""
 

@@ -11,6 +11,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
 
+from keepgreen.adapters.db.flaky_ci_runs import SqlCiRuns
 from keepgreen.adapters.db.flaky_listings import SqlFlakyListings
 from keepgreen.adapters.db.flaky_store import SqlFlakyStore
 from keepgreen.adapters.db.repositories import (
@@ -68,6 +69,7 @@ class SqlUnitOfWork:
         self.workers = SqlWorkers(session)
         self.flaky = SqlFlakyStore(session, on_commit=self.on_commit)
         self.flaky_listings = SqlFlakyListings(session)
+        self.ci_runs = SqlCiRuns(session)
         return self
 
     def __exit__(

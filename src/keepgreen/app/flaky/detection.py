@@ -200,12 +200,15 @@ class Housekeeping:
         return changed
 
     def purge(self) -> int:
-        """Delete raw results and rollups past their retention; the number of rows deleted."""
+        """Delete raw results and rollups past their retention, and the CI runs reported
+        (create-ci-run) as long ago as the results; the number of rows deleted.
+        """
         now = self._clock()
         with self._unit_of_work() as uow:
             deleted = uow.flaky.purge(
                 results_before=now - self._result_retention,
                 rollups_before=now - self._rollup_retention,
             )
+            deleted += uow.ci_runs.purge(before=now - self._result_retention)
             uow.commit()
         return deleted

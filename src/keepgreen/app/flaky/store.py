@@ -12,6 +12,7 @@ from typing import Protocol
 
 from keepgreen.app.flaky.settings import FlakySettings
 from keepgreen.app.flaky.tally import TestTally
+from keepgreen.core.flaky.ci_runs import CiRun
 from keepgreen.core.flaky.failures import FailureCount
 from keepgreen.core.flaky.model import StatusChange, TestCase
 from keepgreen.core.flaky.monitors import (
@@ -302,3 +303,37 @@ class FlakyListings(Protocol):
     def failure_counts(
         self, repository_id: RepositoryId, ids: Collection[str], since: datetime
     ) -> Mapping[str, list[FailureCount]]: ...
+
+
+class CiRunStore(Protocol):
+    """The CI runs CI reported (create-ci-run), always within one repository."""
+
+    def claim(self, run: CiRun) -> CiRun | None:
+        """Store the new run, unless its repository has a run with its `run_key` already:
+        then nothing is stored and that run is answered (a run without a key is always
+        stored). A claim racing another with the same key waits for it (PostgreSQL) or runs
+        after it (SQLite).
+        """
+        ...
+
+    def save(self, run: CiRun) -> None:
+        """Write every field of a stored run (found by its id and repository)."""
+        ...
+
+    def page(
+        self,
+        repository_id: RepositoryId,
+        *,
+        branch: str | None,
+        sha: str | None,
+        offset: int,
+        limit: int,
+    ) -> tuple[Sequence[CiRun], int]:
+        """The repository's runs on `branch` and of `sha` (None: any), latest start first: the
+        page, and how many such runs there are in all.
+        """
+        ...
+
+    def purge(self, *, before: datetime) -> int:
+        """Delete the runs last reported before `before`, of every repository; how many."""
+        ...

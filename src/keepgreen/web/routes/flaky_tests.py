@@ -109,7 +109,7 @@ def _test_out(view: TestView, *, org_slug: str, public_url: str) -> dict[str, An
     return out
 
 
-def _page_fields(page: Page) -> dict[str, Any]:
+def page_fields(page: Page) -> dict[str, Any]:
     return {
         "total_rows": page.total_rows,
         "total_pages": page.total_pages,
@@ -125,7 +125,7 @@ def _page_out(result: TestPage, *, org_slug: str, public_url: str) -> dict[str, 
         "tests": [
             _test_out(view, org_slug=org_slug, public_url=public_url) for view in result.tests
         ],
-        "page": _page_fields(result.page),
+        "page": page_fields(result.page),
     }
 
 
@@ -229,7 +229,7 @@ def list_quarantined_tests(
                 "variant": test.variant,
             }
         )
-    return {"quarantined_tests": tests, "page": _page_fields(result.page)}
+    return {"quarantined_tests": tests, "page": page_fields(result.page)}
 
 
 @router.post("/flaky-tests/link-ticket-to-test-case", response_model=Empty, responses=READ)
