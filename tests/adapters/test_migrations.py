@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,10 +15,11 @@ from sqlalchemy import Engine, MetaData, inspect, text
 
 from keepgreen.adapters.db.engine import alembic_config, make_engine, migrate
 from keepgreen.adapters.db.tables import Base
+from keepgreen.app.flaky.settings import monitors_to_dict
 from keepgreen.app.flaky.store import UploadRecord
 from keepgreen.bootstrap import bootstrap
 from keepgreen.core.flaky.model import StatusChange
-from keepgreen.core.flaky.monitors import TestStatus
+from keepgreen.core.flaky.monitors import TestStatus, default_settings
 from keepgreen.core.ids import RepositoryId
 from keepgreen.settings import Settings
 from tests.conftest import BACKENDS, PG_URL
@@ -424,6 +426,63 @@ def test_0016_counts_the_failures_and_keeps_the_summaries_it_finds(
             ).all()
         assert [tuple(row) for row in kept] == [("Timeout after <duration>", 2), ("boom", 1)]
         migrate(engine)
+    finally:
+        container.close()
+        engine.dispose()
+
+
+# -- 0021: broken tests may be quarantined ---------------------------------------------------------
+
+
+def test_0021_keeps_broken_tests_out_of_quarantine_where_settings_were_saved(
+    empty_database_url: str, tmp_path: Path
+) -> None:
+    engine = _at_0003_with_rows(empty_database_url)
+    command.upgrade(alembic_config(engine), "0019")
+    tables = MetaData()
+    tables.reflect(engine)
+    # acme quarantines flaky tests; its test SHARED (flaky in 0003's rows) now is broken.
+    with engine.begin() as connection:
+        connection.execute(
+            tables.tables["flaky_settings"].insert(),
+            {
+                "repository_id": ACME_REPO,
+                "quarantine_enabled": True,
+                "auto_quarantine_flaky": True,
+                "ticket_url_template": None,
+                "monitors": monitors_to_dict(default_settings()),
+                "updated_at": T0.replace(tzinfo=None),
+            },
+        )
+        connection.execute(text("UPDATE test_cases SET status = 'broken'"))
+
+    migrate(engine)
+
+    container = bootstrap(
+        Settings(database_url=empty_database_url, data_dir=tmp_path / "data"),
+        run_migrations=False,
+    )
+    repository = RepositoryId(ACME_REPO)
+    try:
+        with container.unit_of_work(read_only=True) as uow:
+            saved = uow.flaky.settings(repository)
+            assert saved.quarantine.enabled
+            assert saved.quarantine.auto_quarantine_flaky
+            assert not saved.quarantine.auto_quarantine_broken  # as before 0021
+            assert uow.flaky.quarantined_ids(repository, saved, [SHARED]) == set()
+            broken_too = replace(
+                saved, quarantine=replace(saved.quarantine, auto_quarantine_broken=True)
+            )
+            assert uow.flaky.quarantined_ids(repository, broken_too, [SHARED]) == {SHARED}
+            assert uow.flaky_listings.count_quarantined(repository, broken_too) == 1
+        # Down and up again keeps the settings.
+        command.downgrade(alembic_config(engine), "0019")
+        migrate(engine)
+        with engine.connect() as connection:
+            kept = connection.execute(
+                text("SELECT quarantine_enabled, auto_quarantine_broken FROM flaky_settings")
+            ).all()
+        assert [tuple(row) for row in kept] == [(True, False)]
     finally:
         container.close()
         engine.dispose()

@@ -112,9 +112,12 @@ class Queued:
     def failures(self) -> dict[str, TestFailures]:
         return dict(self.load().state.test_failures)
 
-    def quarantine(self) -> None:
-        """Quarantine on, flaky tests quarantined automatically (the default once on)."""
-        settings = FlakySettings(quarantine=QuarantineSettings(enabled=True))
+    def quarantine(self, *, broken: bool = False) -> None:
+        """Quarantine on, flaky tests quarantined automatically (the default once on), and
+        broken ones too when `broken`.
+        """
+        switches = QuarantineSettings(enabled=True, auto_quarantine_broken=broken)
+        settings = FlakySettings(quarantine=switches)
         self.container.flaky_manage.update_settings(self.repository.org_id, REPO, settings)
 
     def override(self, summary: UploadSummary, name: str, setting: QuarantineOverride) -> None:
@@ -187,7 +190,7 @@ def test_a_known_flaky_test_counts_without_quarantine_unless_a_person_said_never
 
 def test_a_broken_test_is_a_real_failure_until_the_team_quarantines_it(queued: Queued) -> None:
     summary = queued.make_broken("test_db")
-    queued.quarantine()  # auto-quarantine covers flaky tests only, never broken ones
+    queued.quarantine()  # by default auto-quarantine covers flaky tests, not broken ones
     queued.run()
     queued.upload(failed("test_db"))
     assert queued.failures() == {RUN_SHA: TestFailures(flaky=(), other=("c.test_db",))}
@@ -195,6 +198,23 @@ def test_a_broken_test_is_a_real_failure_until_the_team_quarantines_it(queued: Q
     queued.override(summary, "test_db", QuarantineOverride.ALWAYS)
 
     assert queued.failures() == {RUN_SHA: TestFailures(flaky=("c.test_db",), other=())}
+
+
+def test_a_broken_test_is_forgiven_where_the_repository_quarantines_broken_tests(
+    queued: Queued,
+) -> None:
+    summary = queued.make_broken("test_db")
+    queued.quarantine(broken=True)
+    queued.run()
+    queued.upload(failed("test_db"), passed("test_home"))
+
+    failures = queued.failures()
+    assert failures == {RUN_SHA: TestFailures(flaky=("c.test_db",), other=())}
+    assert failures[RUN_SHA].only_flaky
+
+    queued.override(summary, "test_db", QuarantineOverride.NEVER)  # a person's NEVER wins
+
+    assert queued.failures() == {RUN_SHA: TestFailures(flaky=(), other=("c.test_db",))}
 
 
 def test_a_failure_passed_on_retry_in_the_same_upload_is_a_flaky_failure(queued: Queued) -> None:

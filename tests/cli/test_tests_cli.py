@@ -261,12 +261,17 @@ def test_flag_of_an_unknown_test(flaky: Flaky, cli: Cli) -> None:
 
 
 def test_settings_switch_quarantine_and_keep_the_rest(flaky: Flaky, cli: Cli) -> None:
-    before = flaky.ok("get-settings")["settings"]
+    # Broken tests quarantined too (not the default): switching quarantine on keeps that.
+    switches = {"enabled": False, "auto_quarantine_broken": True}
+    before = flaky.ok("update-settings", settings={"quarantine": switches})["settings"]
     assert before["quarantine"]["enabled"] is False
 
     result = run_tests_cmd(cli, "settings", "--quarantine")
 
     assert "Flaky-test settings of github.com/acme/widgets" in result.stdout
+    shown = [" ".join(line.split()) for line in result.stdout.splitlines()]
+    assert "auto-quarantine flaky on" in shown
+    assert "auto-quarantine broken on" in shown
     after = flaky.ok("get-settings")["settings"]
     assert after == {**before, "quarantine": {**before["quarantine"], "enabled": True}}
 

@@ -596,6 +596,60 @@ def test_quarantine_from_the_tests_page(
     assert "test_flaky" in listed.text
 
 
+def test_a_broken_tests_page_follows_the_broken_quarantine_switch(
+    client: TestClient, token: str, registered_repo: GitRepo
+) -> None:
+    sign_in(client, token)
+    # Any failure makes a test broken: one upload is enough.
+    any_failure = {
+        "name": "any-failure",
+        "classification": "broken",
+        "failures": 1,
+        "window_hours": 24,
+        "resolution_hours": 24,
+    }
+
+    def turn_on(**switches: bool) -> None:
+        settings = {
+            "quarantine": {"enabled": True, **switches},
+            "monitors": {"failure_count": [any_failure]},
+        }
+        answer = client.post(
+            "/v1/flaky-tests/update-settings",
+            headers={"x-api-token": token},
+            json={"repo": REPO_JSON_FOR_FLAKY, "org_url_slug": "acme", "settings": settings},
+        )
+        assert answer.status_code == 200, answer.text
+
+    turn_on()
+    upload(client, token, FLAKY_REPORTS[0], 0)
+    listed = client.post(
+        "/v1/flaky-tests/list-unhealthy-tests",
+        headers={"x-api-token": token},
+        json={
+            "repo": REPO_JSON_FOR_FLAKY,
+            "org_url_slug": "acme",
+            "status": "BROKEN",
+            "page_query": {"page_size": 10},
+        },
+    )
+    (test,) = listed.json()["tests"]
+    path = httpx.URL(test["html_url"]).raw_path.decode()
+    page = client.get(path).text
+    assert "Broken tests are not quarantined automatically" in page
+    assert '<span class="badge">quarantined</span>' not in page
+    board = client.get("/acme/flaky-tests", params={"kind": "quarantined"}).text
+    assert "test_flaky" not in board
+
+    turn_on(auto_quarantine_broken=True)
+
+    page = client.get(path).text
+    assert "not quarantined automatically" not in page
+    assert '<span class="badge">quarantined</span>' in page
+    board = client.get("/acme/flaky-tests", params={"kind": "quarantined"}).text
+    assert "test_flaky" in board
+
+
 def test_the_flaky_list_filters_by_kind_owner_and_search(
     client: TestClient, token: str, flaky_html_url: str
 ) -> None:
@@ -763,10 +817,15 @@ def test_flaky_settings_change_what_update_settings_changes(
     sign_in(client, token)
     path = "/acme/flaky-tests/settings?repo=github.com%2Facme%2Fwidgets"
     form = settings_form(client, path)
-    assert form["enabled"] == "false"
+    assert (form["enabled"], form["auto_quarantine_broken"]) == ("false", "false")
     saved = client.post(
         "/acme/flaky-tests/settings",
-        data={**form, "enabled": "true", "ticket_url_template": "https://t.example/{id}"},
+        data={
+            **form,
+            "enabled": "true",
+            "auto_quarantine_broken": "true",
+            "ticket_url_template": "https://t.example/{id}",
+        },
     )
     assert saved.status_code == 200
     assert "The settings were saved." in saved.text
@@ -775,8 +834,13 @@ def test_flaky_settings_change_what_update_settings_changes(
         headers={"x-api-token": token},
         json={"repo": REPO_JSON_FOR_FLAKY, "org_url_slug": "acme"},
     ).json()["settings"]
-    assert stored["quarantine"]["enabled"] is True
+    assert stored["quarantine"] == {
+        "enabled": True,
+        "auto_quarantine_flaky": True,
+        "auto_quarantine_broken": True,
+    }
     assert stored["ticket_url_template"] == "https://t.example/{id}"
+    assert settings_form(client, path)["auto_quarantine_broken"] == "true"
     refused = client.post(
         "/acme/flaky-tests/settings", data={**form, "ticket_url_template": "ftp://x"}
     )

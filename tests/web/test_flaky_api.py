@@ -615,13 +615,94 @@ def test_quarantine_follows_settings_and_overrides(flaky: Flaky) -> None:
     assert flaky.ok("get-test-details", test_id=racy)["test"]["quarantined"] is True
 
 
-def test_broken_tests_are_not_quarantined_automatically(flaky: Flaky, clock: FakeClock) -> None:
-    enable_quarantine(flaky)
+def make_broken(flaky: Flaky, clock: FakeClock, name: str = "test_dead") -> str:
+    """`name` fails in three runs on main in a row: the failing streak says broken."""
     for run in range(3):
-        flaky.ok_upload(report(case("test_dead", failed="x"), case("ok")), sha=f"{run:040x}")
+        flaky.ok_upload(report(case(name, failed="x"), case("ok")), sha=f"{run:040x}")
         clock.advance(minutes=10)
     (test,) = flaky.unhealthy("BROKEN")
+    assert test["name"] == name
+    return str(test["id"])
+
+
+def quarantine_config(flaky: Flaky, *test_ids: str) -> dict[str, Any]:
+    """What Trunk's CLI hears from getQuarantineConfig about `test_ids`."""
+    response = flaky.client.post(
+        "/v1/metrics/getQuarantineConfig",
+        headers=flaky.headers,
+        json={
+            "repo": REPO_JSON,
+            "orgUrlSlug": "acme",
+            "testIdentifiers": [{"id": test_id} for test_id in test_ids],
+        },
+    )
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def quarantined_ids(flaky: Flaky) -> list[str]:
+    listed = flaky.ok("list-quarantined-tests", page_query={"page_size": 10})
+    return [entry["test_case_id"] for entry in listed["quarantined_tests"]]
+
+
+def test_broken_tests_are_not_quarantined_automatically_by_default(
+    flaky: Flaky, clock: FakeClock
+) -> None:
+    dead = make_broken(flaky, clock)
+    enable_quarantine(flaky)
+    (test,) = flaky.unhealthy("BROKEN")
     assert test["quarantined"] is False
+    assert quarantined_ids(flaky) == []
+    assert quarantine_config(flaky, dead) == {"isDisabled": False, "testIds": []}
+    summary = flaky.ok_upload(report(case("test_dead", failed="x")), sha="d" * 40)
+    assert [f["quarantined"] for f in summary["failures"]] == [False]
+
+
+def test_a_repository_may_quarantine_its_broken_tests(flaky: Flaky, clock: FakeClock) -> None:
+    dead = make_broken(flaky, clock)
+    racy = make_flaky(flaky)
+    enable_quarantine(flaky, auto_quarantine_broken=True)
+
+    (test,) = flaky.unhealthy("BROKEN")
+    assert test["quarantined"] is True
+    assert flaky.ok("get-test-details", test_id=dead)["test"]["quarantined"] is True
+    listed = flaky.ok("list-quarantined-tests", page_query={"page_size": 10})
+    entries = {entry["test_case_id"]: entry for entry in listed["quarantined_tests"]}
+    assert set(entries) == {dead, racy}
+    assert (entries[dead]["status"], entries[dead]["quarantine_setting"]) == (
+        "BROKEN",
+        "AUTO_QUARANTINE",
+    )
+    assert listed["page"]["total_rows"] == 2
+    assert quarantine_config(flaky, dead, racy) == {"isDisabled": False, "testIds": [dead, racy]}
+    summary = flaky.ok_upload(report(case("test_dead", failed="x")), sha="d" * 40)
+    assert [f["quarantined"] for f in summary["failures"]] == [True]
+
+    # Broken tests only: the flaky one leaves, the broken one stays.
+    enable_quarantine(flaky, auto_quarantine_flaky=False, auto_quarantine_broken=True)
+    assert quarantined_ids(flaky) == [dead]
+    assert quarantine_config(flaky, dead, racy)["testIds"] == [dead]
+
+    # A person's NEVER keeps the broken test out.
+    flaky.ok("set-quarantine-override", test_id=dead, setting="NEVER_QUARANTINE")
+    assert quarantined_ids(flaky) == []
+    assert quarantine_config(flaky, dead)["testIds"] == []
+    assert flaky.ok("get-test-details", test_id=dead)["test"]["quarantined"] is False
+
+
+def test_quarantine_switches_default_and_are_replaced_like_every_setting(flaky: Flaky) -> None:
+    default = {"enabled": False, "auto_quarantine_flaky": True, "auto_quarantine_broken": False}
+    assert flaky.ok("get-settings")["settings"]["quarantine"] == default
+
+    switches = {"enabled": True, "auto_quarantine_flaky": False, "auto_quarantine_broken": True}
+    answer = flaky.ok("update-settings", settings={"quarantine": switches})
+    assert answer["settings"]["quarantine"] == switches
+    assert flaky.ok("get-settings")["settings"]["quarantine"] == switches
+
+    # update-settings replaces every setting: an omitted switch takes its default again.
+    flaky.ok("update-settings", settings={"quarantine": {"enabled": True}})
+    assert flaky.ok("get-settings")["settings"]["quarantine"] == {**default, "enabled": True}
 
 
 def test_link_ticket_shows_on_the_test(flaky: Flaky) -> None:
@@ -690,6 +771,7 @@ def test_pass_on_retry_recovers_after_its_recovery_days(flaky: Flaky, clock: Fak
         ({"monitors": {"infrastructure_failure_share": 0}}, "infrastructure_failure_share"),
         ({"ticket_url_template": "https://no-placeholder"}, "ticket_url_template"),
         ({"quarantine": {"enabled": "yes"}}, "enabled"),
+        ({"quarantine": {"auto_quarantine_broken": 1}}, "auto_quarantine_broken"),
     ],
 )
 def test_bad_settings_are_refused(flaky: Flaky, settings: dict[str, Any], field: str) -> None:

@@ -228,7 +228,7 @@ def quarantine_override(
         bool, typer.Option("--always", help="Always quarantine the test, whatever its status.")
     ] = False,
     never: Annotated[
-        bool, typer.Option("--never", help="Never quarantine the test, even when flaky.")
+        bool, typer.Option("--never", help="Never quarantine the test, even when flaky or broken.")
     ] = False,
     auto: Annotated[
         bool, typer.Option("--auto", help="Drop the override: the repository's settings decide.")
@@ -329,9 +329,9 @@ def _settings_view(data: Mapping[str, Any], *, title: str) -> RenderableType:
     table.add_column("setting", style="bold")
     table.add_column("value", overflow="fold")
     table.add_row("quarantine", Text(render.switch(switches.get("enabled"))))
-    table.add_row(
-        "auto-quarantine flaky", Text(render.switch(switches.get("auto_quarantine_flaky")))
-    )
+    for status in ("flaky", "broken"):
+        switch = switches.get(f"auto_quarantine_{status}")
+        table.add_row(f"auto-quarantine {status}", Text(render.switch(switch)))
     table.add_row("ticket URL template", Text(render.value_of(settings, "ticket_url_template")))
     for name in sorted(monitors):
         # A monitor's settings as compact JSON: the names readers know from the API.

@@ -156,8 +156,10 @@ class MonitorsIn(Request):
 
 
 class QuarantineIn(Request):
+    # Omitted, each takes its default (update-settings replaces every setting).
     enabled: StrictBool = False
     auto_quarantine_flaky: StrictBool = True
+    auto_quarantine_broken: StrictBool = False
 
 
 class FlakySettingsIn(Request):

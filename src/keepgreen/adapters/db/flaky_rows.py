@@ -158,24 +158,33 @@ def upload_of(row: TestUploadRow) -> UploadRecord:
 
 
 def quarantined(repository_id: RepositoryId, settings: FlakySettings) -> ColumnElement[bool]:
-    always = TestCaseRow.quarantine_override == QuarantineOverride.ALWAYS.value
+    """The repository's tests that are quarantined under `settings`: the SQL form of
+    core.flaky.quarantine.is_quarantined (tests/adapters/test_quarantine_rule.py holds the two
+    to the same answer for every status, override and setting).
+    """
     if not settings.quarantine.enabled:
         return false()
+    always = TestCaseRow.quarantine_override == QuarantineOverride.ALWAYS.value
+    automatic = [
+        status.value
+        for status in (TestStatus.FLAKY, TestStatus.BROKEN)
+        if settings.quarantine.is_automatic(status)
+    ]
     rule = always
-    if settings.quarantine.auto_quarantine_flaky:
-        automatic = and_(
-            TestCaseRow.status == TestStatus.FLAKY.value,
-            or_(
-                TestCaseRow.quarantine_override.is_(None),
-                TestCaseRow.quarantine_override != QuarantineOverride.NEVER.value,
-            ),
+    if automatic:
+        without_never = or_(
+            TestCaseRow.quarantine_override.is_(None),
+            TestCaseRow.quarantine_override != QuarantineOverride.NEVER.value,
         )
-        rule = or_(always, automatic)
+        rule = or_(always, and_(TestCaseRow.status.in_(automatic), without_never))
     # Implied by the rule, and said so that both planners use the quarantine candidates'
-    # partial index (SQLite needs the index's condition among the query's own terms).
-    # A literal, not a parameter: SQLite matches the index's condition as written.
-    flaky: ColumnElement[str] = literal_column(f"'{TestStatus.FLAKY.value}'")
-    candidate = or_(TestCaseRow.status == flaky, TestCaseRow.quarantine_override.is_not(None))
+    # partial index (SQLite needs the index's condition among the query's own terms, as
+    # tables.QUARANTINE_CANDIDATE writes it). Literals, not parameters: SQLite matches the
+    # index's condition as written.
+    unhealthy: list[ColumnElement[str]] = [
+        literal_column(f"'{status.value}'") for status in (TestStatus.FLAKY, TestStatus.BROKEN)
+    ]
+    candidate = or_(TestCaseRow.status.in_(unhealthy), TestCaseRow.quarantine_override.is_not(None))
     return and_(TestCaseRow.repository_id == repository_id, candidate, rule)
 
 

@@ -107,7 +107,11 @@ class SqlFlakyStore:
             return FlakySettings()
         return FlakySettings(
             monitors=monitors_from_dict(row.monitors),
-            quarantine=QuarantineSettings(row.quarantine_enabled, row.auto_quarantine_flaky),
+            quarantine=QuarantineSettings(
+                enabled=row.quarantine_enabled,
+                auto_quarantine_flaky=row.auto_quarantine_flaky,
+                auto_quarantine_broken=row.auto_quarantine_broken,
+            ),
             ticket_url_template=row.ticket_url_template,
         )
 
@@ -120,6 +124,7 @@ class SqlFlakyStore:
             self._session.add(row)
         row.quarantine_enabled = settings.quarantine.enabled
         row.auto_quarantine_flaky = settings.quarantine.auto_quarantine_flaky
+        row.auto_quarantine_broken = settings.quarantine.auto_quarantine_broken
         row.ticket_url_template = settings.ticket_url_template
         row.monitors = monitors_to_dict(settings.monitors)
         row.updated_at = at

@@ -401,6 +401,7 @@ class FlakySettingsRow(Base):
     )
     quarantine_enabled: Mapped[bool] = mapped_column(Boolean)
     auto_quarantine_flaky: Mapped[bool] = mapped_column(Boolean)
+    auto_quarantine_broken: Mapped[bool] = mapped_column(Boolean, server_default=false())
     ticket_url_template: Mapped[str | None] = mapped_column(Text)
     monitors: Mapped[dict[str, Any]] = mapped_column(JSON)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
@@ -417,8 +418,9 @@ def _of_test_case() -> ForeignKeyConstraint:
     )
 
 
-# A test that is flaky or has an override; only such a test can be quarantined.
-QUARANTINE_CANDIDATE = "status = 'flaky' OR quarantine_override IS NOT NULL"
+# A test that is flaky or broken or has an override; only such a test can be quarantined.
+# flaky_rows.quarantined repeats it term for term, so that both planners use the index below.
+QUARANTINE_CANDIDATE = "status IN ('flaky', 'broken') OR quarantine_override IS NOT NULL"
 
 
 class TestCaseRow(Base):

@@ -12,7 +12,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from keepgreen.app.admin import RepositoryInfo
 from keepgreen.app.errors import NotFound
 from keepgreen.app.flaky.reads import BOARD_KINDS, BoardKind, TestDetails
-from keepgreen.core.flaky.quarantine import QuarantineOverride
+from keepgreen.core.flaky.monitors import TestStatus
+from keepgreen.core.flaky.quarantine import QuarantineOverride, QuarantineSettings
 from keepgreen.core.model import RepoRef
 from keepgreen.web.auth import Services
 from keepgreen.web.pages.guard import CheckedForm, PageError, Session
@@ -140,10 +141,22 @@ def flaky_test_page(
             "repo_key": repo_key(ref),
             "daily": daily,
             "override": override,
+            "manual_only": _manual_only(details.quarantine, test.status),
             "notice": NOTICES.get(notice or ""),
             "now": services.dashboard.now(),
         },
     )
+
+
+def _manual_only(quarantine: QuarantineSettings, status: TestStatus) -> str | None:
+    """The status ("flaky", "broken") whose tests the repository leaves to a person's ALWAYS,
+    when the test's page should say so: the test's own status, or for a healthy test the
+    status it would first be quarantined under (flaky). None when nothing needs saying.
+    """
+    shown = TestStatus.FLAKY if status is TestStatus.HEALTHY else status
+    if not quarantine.enabled or quarantine.is_automatic(shown):
+        return None
+    return shown.value
 
 
 @router.post("/{org}/flaky-tests/test/{test_id}/quarantine")

@@ -209,6 +209,9 @@ def save_queue_settings(
 
 # -- a repository's flaky-test settings -----------------------------------------------------------
 
+# The `settings.quarantine` switches the page offers, each a yes/no select of its own name.
+QUARANTINE_SWITCHES = ("enabled", "auto_quarantine_flaky", "auto_quarantine_broken")
+
 
 def _flaky_settings(
     request: Request,
@@ -229,6 +232,7 @@ def _flaky_settings(
     shown = {
         "enabled": _shown(settings.quarantine.enabled),
         "auto_quarantine_flaky": _shown(settings.quarantine.auto_quarantine_flaky),
+        "auto_quarantine_broken": _shown(settings.quarantine.auto_quarantine_broken),
         "ticket_url_template": settings.ticket_url_template or "",
         "monitors": json.dumps(monitors_to_dict(settings.monitors), indent=2),
     }
@@ -264,7 +268,7 @@ def save_flaky_settings(
 ) -> Response:
     key = form.get("repo")
     key = key if isinstance(key, str) else ""
-    sent = {name: str(form.get(name) or "") for name in ("enabled", "auto_quarantine_flaky")}
+    sent = {name: str(form.get(name) or "") for name in QUARANTINE_SWITCHES}
     sent |= {name: str(form.get(name) or "") for name in ("ticket_url_template", "monitors")}
     refs = chosen_repositories(services.admin.list_repositories(org_slug=session.org_slug), key)
     if not refs:
@@ -275,10 +279,7 @@ def save_flaky_settings(
         message = f"settings.monitors is not JSON: {error.msg} (line {error.lineno})"
         return _flaky_settings(request, org, session, services, key, sent=sent, error=message)
     given = {
-        "quarantine": {
-            "enabled": _flag(sent["enabled"]),
-            "auto_quarantine_flaky": _flag(sent["auto_quarantine_flaky"]),
-        },
+        "quarantine": {name: _flag(sent[name]) for name in QUARANTINE_SWITCHES},
         "monitors": monitors,
         "ticket_url_template": sent["ticket_url_template"].strip() or None,
     }

@@ -201,7 +201,9 @@ def get_test_details(
 def list_quarantined_tests(
     body: ListQuarantinedRequest, org: Org, services: Services
 ) -> dict[str, Any]:
-    """Tests quarantined now: by an ALWAYS override, or automatically as flaky."""
+    """Tests quarantined now: by an ALWAYS override, or automatically as flaky (or as broken,
+    where the repository quarantines broken tests).
+    """
     services.admin.org_slug(org, claimed=body.org_url_slug)
     result = services.flaky.list_quarantined(
         org, repo_ref(body.repo), size=body.page_query.page_size, token=body.page_query.page_token
@@ -268,6 +270,7 @@ def _settings_out(settings: FlakySettings) -> dict[str, Any]:
             "quarantine": {
                 "enabled": settings.quarantine.enabled,
                 "auto_quarantine_flaky": settings.quarantine.auto_quarantine_flaky,
+                "auto_quarantine_broken": settings.quarantine.auto_quarantine_broken,
             },
             "monitors": monitors_to_dict(settings.monitors),
             "ticket_url_template": settings.ticket_url_template,
@@ -297,7 +300,9 @@ def settings_of(given: FlakySettingsIn) -> FlakySettings:
     return FlakySettings(
         monitors=monitors_from_dict(given.monitors.model_dump()),
         quarantine=QuarantineSettings(
-            given.quarantine.enabled, given.quarantine.auto_quarantine_flaky
+            enabled=given.quarantine.enabled,
+            auto_quarantine_flaky=given.quarantine.auto_quarantine_flaky,
+            auto_quarantine_broken=given.quarantine.auto_quarantine_broken,
         ),
         ticket_url_template=given.ticket_url_template,
     )
