@@ -7,7 +7,7 @@ which would copy `flaky_settings` and drop the old one), and an index is dropped
 apart from its table. So no trigger is lost (0019's are on the queue tables, untouched here).
 
 Revision ID: 0021
-Revises: 0019
+Revises: 0020
 Create Date: 2026-11-26 09:00:00
 """
 
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0021"
-down_revision: str | None = "0019"
+down_revision: str | None = "0020"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

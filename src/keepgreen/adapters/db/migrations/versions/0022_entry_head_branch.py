@@ -3,7 +3,7 @@ host tells it), so that getSubmittedPullRequest can name a PR by its branch. A c
 in place (no table rebuild), so the queue-version triggers of 0019 stay as they are.
 
 Revision ID: 0022
-Revises: 0020
+Revises: 0021
 Create Date: 2026-11-28 10:30:00
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0022"
-down_revision: str | None = "0020"
+down_revision: str | None = "0021"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
