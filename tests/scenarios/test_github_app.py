@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from keepgreen.app.errors import NotFound
 from keepgreen.app.pull_requests import QueueTarget
+from keepgreen.app.queues import QueueUpdate
 from keepgreen.bootstrap import Container
 from keepgreen.core.enums import PrState, StateReason
 from keepgreen.core.model import QueueEntry, RepoRef
@@ -65,6 +66,18 @@ def target(container: Container) -> QueueTarget:
 
 def entry(container: Container, number: int) -> QueueEntry:
     return container.pull_requests.get(target(container), number)
+
+
+def configure(container: Container, update: QueueUpdate) -> None:
+    at = target(container)
+    container.queues.update(at.org_id, at.repo, at.branch, update)
+
+
+def is_submitted(container: Container, number: int) -> bool:
+    try:
+        return not entry(container, number).state.is_terminal
+    except NotFound:
+        return False
 
 
 def settle(container: Container, repo: GithubRepoDriver, *, passes: int = 12) -> None:
@@ -398,3 +411,87 @@ def test_deliveries_github_failed_wait_a_backoff_then_are_acted_on(
     time.sleep(1.1)
     container.worker.run_once()
     assert entry(container, number).state in {PrState.PENDING, PrState.TESTING}
+
+
+def test_a_queue_with_its_own_label_takes_that_label_and_not_the_instances(
+    container: Container, repo: GithubRepoDriver, fake: FakeGithub
+) -> None:
+    configure(container, QueueUpdate(enqueueing_label="ship-it"))
+    instance = fake.open_pull_request(OWNER, NAME, branch="i", files={"i": "1\n"}, author=WRITER)
+    own = fake.open_pull_request(OWNER, NAME, branch="o", files={"o": "1\n"}, author=WRITER)
+    assert repo.label(instance, "keepgreen-merge", sender=WRITER) == 202
+    assert repo.label(own, "ship-it", sender=WRITER) == 202
+    container.worker.run_once()
+    assert not is_submitted(container, instance)
+    assert fake.comments_on(OWNER, NAME, instance) == []  # another label: no answer
+    assert is_submitted(container, own)
+
+    # Removing the instance's label does nothing; removing the queue's cancels.
+    assert repo.label(own, "keepgreen-merge", sender=WRITER, action="unlabeled") == 202
+    container.worker.run_once()
+    assert is_submitted(container, own)
+    assert repo.label(own, "ship-it", sender=WRITER, action="unlabeled") == 202
+    container.worker.run_once()
+    assert entry(container, own).state is PrState.CANCELLED
+
+
+def test_with_label_commands_off_labels_do_nothing_and_comments_still_queue(
+    container: Container, repo: GithubRepoDriver, fake: FakeGithub
+) -> None:
+    configure(container, QueueUpdate(label_commands_enabled=False))
+    labelled = fake.open_pull_request(OWNER, NAME, branch="l", files={"l": "1\n"}, author=WRITER)
+    commented = fake.open_pull_request(OWNER, NAME, branch="c", files={"c": "1\n"}, author=WRITER)
+    assert repo.label(labelled, "keepgreen-merge", sender=WRITER) == 202
+    assert repo.comment(commented, "/keepgreen merge", author=WRITER) == 202
+    container.worker.run_once()
+    assert not is_submitted(container, labelled)
+    assert is_submitted(container, commented)
+
+    # Nor does removing the label take a PR queued by comment out.
+    assert repo.label(commented, "keepgreen-merge", sender=WRITER, action="unlabeled") == 202
+    container.worker.run_once()
+    assert is_submitted(container, commented)
+
+
+def test_a_bot_the_queue_lists_queues_and_cancels_without_write_permission(
+    container: Container, repo: GithubRepoDriver, fake: FakeGithub
+) -> None:
+    bot = "renovate[bot]"  # reads on the repository, like any account not given more
+    configure(container, QueueUpdate(allowed_bot_submitters=("Renovate[bot]",)))
+    labelled = fake.open_pull_request(OWNER, NAME, branch="r1", files={"r1": "1\n"}, author=bot)
+    commented = fake.open_pull_request(OWNER, NAME, branch="r2", files={"r2": "1\n"}, author=bot)
+    asked = len(fake.requests)
+    assert repo.label(labelled, "keepgreen-merge", sender=bot) == 202
+    assert repo.comment(commented, "/keepgreen merge --priority high", author=bot) == 202
+    container.worker.run_once()
+    assert is_submitted(container, labelled)
+    assert entry(container, commented).priority.name == "high"
+    assert not [r for r in fake.requests[asked:] if "/collaborators/" in r.path]
+
+    assert repo.comment(commented, "/keepgreen cancel", author=bot) == 202
+    container.worker.run_once()
+    assert entry(container, commented).state is PrState.CANCELLED
+    assert is_submitted(container, labelled)
+
+
+def test_a_bot_the_queue_does_not_list_is_told_so_and_people_still_need_write_access(
+    container: Container, repo: GithubRepoDriver, fake: FakeGithub
+) -> None:
+    configure(container, QueueUpdate(allowed_bot_submitters=("renovate[bot]",)))
+    bot = "dependabot[bot]"
+    by_bot = fake.open_pull_request(OWNER, NAME, branch="d", files={"d": "1\n"}, author=bot)
+    by_reader = fake.open_pull_request(OWNER, NAME, branch="m", files={"m": "1\n"}, author=READER)
+    assert repo.label(by_bot, "keepgreen-merge", sender=bot) == 202
+    assert repo.comment(by_bot, "/keepgreen merge", author=bot) == 202
+    assert repo.label(by_reader, "keepgreen-merge", sender=READER) == 202
+    container.worker.run_once()
+
+    assert not is_submitted(container, by_bot)
+    assert not is_submitted(container, by_reader)
+    # The label is answered once; another App's comment is not answered (no bot chatter).
+    [to_bot] = fake.comments_on(OWNER, NAME, by_bot)
+    assert to_bot.body.startswith(f"@{bot} ")
+    assert f"add `{bot}` to the queue's allowedBotSubmitters" in to_bot.body
+    assert "write access" not in to_bot.body
+    [to_reader] = fake.comments_on(OWNER, NAME, by_reader)
+    assert f"@{READER} only people with write access" in to_reader.body

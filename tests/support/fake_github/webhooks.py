@@ -62,6 +62,11 @@ def example(event: str, action: str | None = None) -> dict[str, Any]:
     return copy.deepcopy(next(p for p in _examples()[event] if p.get("action") == "synchronize"))
 
 
+def _account_type(login: str) -> str:
+    """GitHub's `type` of an account: an App's bot account's login ends in `[bot]`."""
+    return "Bot" if login.endswith("[bot]") else "User"
+
+
 class Payloads:
     """Webhook payloads for one installation's repository: GitHub's examples with only the
     ids, shas, names, numbers, labels, bodies, logins and installation id changed.
@@ -83,7 +88,7 @@ class Payloads:
         if "repository" in payload:
             self._repository(payload["repository"])
         payload["installation"] = {"id": self.installation_id, "node_id": "MDIzOkludGVncmF0aW9u"}
-        payload["sender"]["login"] = sender
+        payload["sender"].update(login=sender, type=_account_type(sender))
         return payload
 
     def installation(
@@ -201,7 +206,7 @@ class Payloads:
             "merged_at": None,
         }
         payload["comment"].update(id=comment_id, body=body)
-        payload["comment"]["user"]["login"] = author
+        payload["comment"]["user"].update(login=author, type=_account_type(author))
         return payload
 
     def push(self, *, ref: str, before: str, after: str, sender: str = "ada") -> dict[str, Any]:

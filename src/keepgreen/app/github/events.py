@@ -1,10 +1,12 @@
 """The worker's side of GitHub webhooks: each stored delivery acted on once.
 
 Deliveries are hints: a PR closed or pushed to is fed to its queue at once, a comment or a
-label queues or cancels, a check run or status on a test branch is stored as CI's answer (the
-path `setCommitStatus` takes). The worker's own reconcile pass reads what it needs from GitHub
-at a bounded rate, so a lost delivery delays, never loses. A delivery is claimed by one worker;
-when GitHub fails while acting on it, the claim is given back and a later pass tries again.
+label queues or cancels (the label is the one of the queue for the PR's base branch, and a queue
+may let the bots it lists queue and cancel without the write permission people need), a check
+run or status on a test branch is stored as CI's answer (the path `setCommitStatus` takes). The
+worker's own reconcile pass reads what it needs from GitHub at a bounded rate, so a lost
+delivery delays, never loses. A delivery is claimed by one worker; when GitHub fails while
+acting on it, the claim is given back and a later pass tries again.
 
 Only events about repositories of the delivery's own installation are acted on: a payload can
 never reach another installation's (another org's) repositories.
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 import structlog
 
 from keepgreen.app.errors import Conflict, KeepgreenError, NotFound
-from keepgreen.app.github.api import MAY_MERGE, GithubApi, GithubUnavailable, Where
+from keepgreen.app.github.api import MAY_MERGE, GithubApi, GithubPull, GithubUnavailable, Where
 from keepgreen.app.github.installations import GithubInstallations
 from keepgreen.app.ports import Clock, CodeHostError, UnitOfWorkFactory
 from keepgreen.app.pull_requests import PullRequestService, QueueTarget
@@ -31,7 +33,7 @@ from keepgreen.core.github_commands import (
     MergeCommand,
     parse_command,
 )
-from keepgreen.core.model import GithubDelivery, Repository
+from keepgreen.core.model import GithubDelivery, QueueConfig, Repository
 from keepgreen.core.names import normalize_sha
 from keepgreen.core.priority import Priority
 from keepgreen.core.scheduler import PrClosed, PrHeadMoved
@@ -68,6 +70,20 @@ class _Pr:
     repository: Repository
     where: Where
     number: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Sender:
+    """Who commented or labelled: GitHub's login (None when the payload has none) and whether
+    GitHub says it is a bot (an App's account, `name[bot]`).
+    """
+
+    login: str | None
+    is_bot: bool
+
+    @property
+    def name(self) -> str:
+        return self.login or "someone"
 
 
 class GithubEvents:
@@ -201,26 +217,34 @@ class GithubEvents:
         comment = _object(payload, "comment")
         if delivery.action != "created" or "pull_request" not in issue:
             return  # a comment on an issue, or an edit: no command
-        author = _object(comment, "user")
-        if author.get("type") == "Bot":
-            return  # keepgreen's own replies, and other Apps'
+        author = _sender(_object(comment, "user"))
         command = parse_command(_text(comment, "body") or "")
         if command is None:
             return
         pr = self._pr(delivery, _number(issue))
         if pr is None:
             return
-        user = _text(author, "login") or "someone"
         if isinstance(command, CommandError):
-            self._reply(pr, f"@{user} {command.message}")
+            if not author.is_bot:  # a bot reads no usage
+                self._reply(pr, f"@{author.name} {command.message}")
             return
-        if not self._may_merge(pr, user):
+        # The queue the command is about is the one of the PR's base branch as GitHub says now.
+        pull = self._api.pull_request(pr.where, pr.number)
+        if pull is None:
+            return
+        config = self._config(pr, pull.base_ref)
+        if author.is_bot and not _lists(config, author):
+            # keepgreen's own replies and other Apps' comments are not commands: only the bots
+            # the queue lists are heard, and the others are not answered (no bot talks to
+            # another without end).
+            return
+        if not self._may_merge(pr, author, config):
             return
         match command:
             case MergeCommand(priority=priority, no_batch=no_batch):
-                self._submit(pr, user, priority=priority, no_batch=no_batch)
+                self._submit(pr, pull, author.name, priority=priority, no_batch=no_batch)
             case CancelCommand():
-                self._cancel(pr, user, quiet=False)
+                self._cancel(pr, author.name, quiet=False, branch=pull.base_ref)
 
     def _pull_request(self, delivery: GithubDelivery) -> None:
         payload = delivery.payload
@@ -231,14 +255,11 @@ class GithubEvents:
         if self._forget is not None:
             self._forget(pr.repository, pr.number)
         base = _text(_object(pull, "base"), "ref")
-        sender = _text(_object(payload, "sender"), "login") or "someone"
+        sender = _sender(_object(payload, "sender"))
         label = _text(_object(payload, "label"), "name")
         match delivery.action:
-            case "labeled" if label == self._merge_label:
-                if self._may_merge(pr, sender):
-                    self._submit(pr, sender, priority=None, no_batch=None)
-            case "unlabeled" if label == self._merge_label:
-                self._cancel(pr, sender, quiet=True)
+            case "labeled" | "unlabeled" if label is not None and base is not None:
+                self._label(pr, sender, label=label, base=base, added=delivery.action == "labeled")
             case "closed" if base is not None:
                 self._pull_requests.observed(self._target(pr, base), PrClosed(pr.number))
             case "synchronize" if base is not None:
@@ -251,9 +272,42 @@ class GithubEvents:
                 changes = _object(payload, "changes")
                 old_base = _text(_object(_object(changes, "base"), "ref"), "from")
                 if old_base is not None:
-                    self._cancel(pr, sender, quiet=True, branch=old_base)
+                    self._cancel(pr, sender.name, quiet=True, branch=old_base)
             case _:
                 self._wake()
+
+    def _label(self, pr: _Pr, sender: _Sender, *, label: str, base: str, added: bool) -> None:
+        """A label added to or removed from a PR whose base is `base` (as the payload says).
+
+        The label that queues is the one of the queue for `base`: its `enqueueing_label`, else
+        the instance's; a queue with `label_commands_enabled` off takes no label at all. A base
+        without a queue answers the instance's label as before (adding it is told there is no
+        queue); any other label only wakes the worker.
+        """
+        config = self._config(pr, base)
+        if config is None:
+            wanted, enabled = self._merge_label, True
+        else:
+            wanted = config.enqueueing_label or self._merge_label
+            enabled = config.label_commands_enabled
+        if label != wanted or not enabled:
+            self._wake()
+            return
+        if not added:
+            # Removing a label takes triage permission on GitHub itself: no check here.
+            self._cancel(pr, sender.name, quiet=True, branch=base)
+            return
+        if not self._may_merge(pr, sender, config):
+            return
+        pull = self._api.pull_request(pr.where, pr.number)
+        if pull is None:
+            return
+        if config is not None and pull.base_ref != base:
+            # The PR left `base` since it was labelled: the queue that allowed it is not the one
+            # it would join (the `edited` delivery takes it out of the old one).
+            log.info("github label for a base the pr has left", pr=pr.number)
+            return
+        self._submit(pr, pull, sender.name, priority=None, no_batch=None)
 
     def _check_run(self, delivery: GithubDelivery) -> None:
         run = _object(delivery.payload, "check_run")
@@ -315,8 +369,24 @@ class GithubEvents:
 
     # -- acting on a PR ----------------------------------------------------------------------
 
-    def _may_merge(self, pr: _Pr, user: str) -> bool:
-        """Whether `user` may queue and cancel on the repository; a polite reply if not."""
+    def _may_merge(self, pr: _Pr, sender: _Sender, config: QueueConfig | None) -> bool:
+        """Whether `sender` may queue and cancel in the queue of `config` (None: the base has no
+        queue); a polite reply if not. A login the queue's `allowed_bot_submitters` lists may;
+        any other bot may not (bots have no collaborator permission to ask about); anyone else
+        needs write permission on the repository.
+        """
+        if _lists(config, sender):
+            return True
+        user = sender.name
+        if sender.is_bot:
+            self._reply(
+                pr,
+                f"@{user} keepgreen takes pull requests from a bot only when the merge queue "
+                f"lists it: add `{user}` to the queue's allowedBotSubmitters to let it queue "
+                "and cancel pull requests.",
+            )
+            log.info("github command refused: bot not listed", user=user, pr=pr.number)
+            return False
         if self._api.permission(pr.where, user) in MAY_MERGE:
             return True
         self._reply(
@@ -331,13 +401,13 @@ class GithubEvents:
     def _submit(
         self,
         pr: _Pr,
+        pull: GithubPull,
         user: str,
         *,
         priority: Priority | None,
         no_batch: bool | None,
     ) -> None:
-        pull = self._api.pull_request(pr.where, pr.number)
-        if pull is None or pull.state != "open":
+        if pull.state != "open":
             self._reply(pr, f"@{user} this pull request is not open, so it cannot be queued.")
             return
         try:
@@ -404,8 +474,29 @@ class GithubEvents:
         where = Where(delivery.installation_id, repository.ref.owner, repository.ref.name)
         return _Pr(repository, where, number)
 
+    def _config(self, pr: _Pr, branch: str) -> QueueConfig | None:
+        """The settings of the repository's queue for `branch`; None when there is none."""
+        with self._uow() as uow:
+            queue = uow.queues.find(pr.repository.id, branch)
+        return None if queue is None else queue.config
+
     def _target(self, pr: _Pr, branch: str) -> QueueTarget:
         return QueueTarget(pr.repository.org_id, pr.repository.ref, branch)
+
+
+def _sender(user: Mapping[str, object]) -> _Sender:
+    """A payload's user object (`sender`, a comment's `user`) as a `_Sender`."""
+    login = _text(user, "login") or None
+    is_bot = user.get("type") == "Bot" or (login or "").endswith("[bot]")
+    return _Sender(login, is_bot)
+
+
+def _lists(config: QueueConfig | None, sender: _Sender) -> bool:
+    """Whether the queue's allowed_bot_submitters names `sender` (logins are case-blind)."""
+    if config is None or sender.login is None:
+        return False
+    login = sender.login.casefold()
+    return any(allowed.casefold() == login for allowed in config.allowed_bot_submitters)
 
 
 def _object(payload: Mapping[str, object], key: str) -> Mapping[str, object]:
