@@ -492,8 +492,10 @@ def _sender(user: Mapping[str, object]) -> _Sender:
 
 
 def _lists(config: QueueConfig | None, sender: _Sender) -> bool:
-    """Whether the queue's allowed_bot_submitters names `sender` (logins are case-blind)."""
-    if config is None or sender.login is None:
+    """Whether `sender` is a bot the queue's allowed_bot_submitters names (logins are
+    case-blind). A person named there is not a bot: write access is still asked of them.
+    """
+    if config is None or sender.login is None or not sender.is_bot:
         return False
     login = sender.login.casefold()
     return any(allowed.casefold() == login for allowed in config.allowed_bot_submitters)
