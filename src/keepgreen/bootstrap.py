@@ -47,6 +47,7 @@ from keepgreen.app.flaky.reads import FlakyReadService
 from keepgreen.app.github.duties import GithubDuties
 from keepgreen.app.github.events import GithubEvents
 from keepgreen.app.github.feedback import GithubFeedbackPublisher
+from keepgreen.app.github.fork_runs import ForkRuns
 from keepgreen.app.github.host import GithubHost
 from keepgreen.app.github.installations import GithubInstallations, github_host_name
 from keepgreen.app.github.intake import WebhookIntake
@@ -143,6 +144,8 @@ class Container:
     github_webhook_secret: SecretStr | None
     # The App's installations (`keepgreen github link`); None: no App configured.
     github_installations: GithubInstallations | None = None
+    # A fork's workflow run in place of a token (setImpactedTargets); None: no App configured.
+    fork_runs: ForkRuns | None = None
 
     def close(self) -> None:
         self.runner.close(wait=False)
@@ -382,6 +385,7 @@ def bootstrap(
         github_webhooks=WebhookIntake(unit_of_work, clock=clock, wake=wake),
         github_webhook_secret=github_webhook_secret,
         github_installations=installations,
+        fork_runs=None if github_api is None else ForkRuns(unit_of_work, api=github_api),
     )
 
 

@@ -16,6 +16,10 @@ class InvalidInput(KeepgreenError):
     """The request is well-formed JSON but a field's value is not acceptable (400)."""
 
 
+class Unauthenticated(KeepgreenError):
+    """A credential other than the API token (a fork's workflow run) does not hold (401)."""
+
+
 class NotFound(KeepgreenError):
     """The repository, queue, pull request or test run does not exist for this org (404)."""
 

@@ -33,6 +33,7 @@ PERMISSIONS = {
     "statuses": "read",  # CI's commit statuses on test branches
     "administration": "read",  # branch protection and rulesets: the required checks
     "members": "read",  # who may enqueue: write permission through teams
+    "actions": "read",  # a fork's workflow run, which setImpactedTargets accepts for a token
     "metadata": "read",  # every App has it
 }
 # The events the webhook intake acts on (installation events come to every App unasked).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -9,10 +10,16 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 
 from keepgreen.bootstrap import Container
 from keepgreen.core.ids import OrgId
-from keepgreen.web.errors import Unauthorized
+from keepgreen.core.model import RepoRef
+from keepgreen.web.credentials import (
+    FORK_RUN_HEADER,
+    NO_GITHUB_APP,
+    PUBLIC_REPO_HEADER,
+    TOKEN_HEADER,
+)
+from keepgreen.web.errors import Unauthorized, refused
 from keepgreen.web.snapshots import Snapshots as SnapshotStore
 
-TOKEN_HEADER = "x-api-token"  # noqa: S105 (a header name, not a secret)
 # Declared for the OpenAPI document; the check itself is `authenticated_org`.
 api_key = APIKeyHeader(name=TOKEN_HEADER, auto_error=False)
 # The same org tokens as `Authorization: Bearer <token>`, on the endpoints a stock Prometheus
@@ -59,8 +66,43 @@ async def authenticated_org(
 ) -> OrgId:
     org_id = await authenticate(request)
     if org_id is None:
-        raise Unauthorized
+        raise refused(request)
     return org_id
+
+
+@dataclass(frozen=True, slots=True)
+class ForkRunClaim:
+    """A request without a token naming a fork's workflow run (`x-forked-workflow-run-id`),
+    to be checked against its body by `org_of_fork_run`.
+    """
+
+    run_id: str
+
+
+async def authenticated_org_or_fork_run(
+    request: Request, _token: Annotated[str | None, Depends(api_key)]
+) -> OrgId | ForkRunClaim:
+    """The org of a valid token; else, for a request that sent no token (nor Trunk's public
+    repository id) but a fork's run id, that claim.
+    """
+    org_id = await authenticate(request)
+    if org_id is not None:
+        return org_id
+    headers = request.headers
+    run_id = headers.get(FORK_RUN_HEADER)
+    if run_id is not None and not headers.get(TOKEN_HEADER) and PUBLIC_REPO_HEADER not in headers:
+        return ForkRunClaim(run_id)
+    raise refused(request)
+
+
+def org_of_fork_run(services: Container, claim: ForkRunClaim, *, repo: RepoRef, sha: str) -> OrgId:
+    """The org a fork's run acts for on `repo` at head `sha` (it makes a GitHub request: call
+    it from a worker thread). Raises Unauthorized, or the service's Unauthenticated or
+    Unavailable.
+    """
+    if services.fork_runs is None:
+        raise Unauthorized(NO_GITHUB_APP)
+    return services.fork_runs.org_of_run(claim.run_id, repo=repo, sha=sha)
 
 
 async def authenticated_org_or_bearer(
@@ -80,6 +122,8 @@ async def authenticated_org_or_bearer(
 Org = Annotated[OrgId, Depends(authenticated_org)]
 # An org from x-api-token or `Authorization: Bearer` (GET /getMergeQueueMetrics only).
 OrgOrBearer = Annotated[OrgId, Depends(authenticated_org_or_bearer)]
+# An org from x-api-token, or a fork's run to check against the body (setImpactedTargets only).
+OrgOrForkRun = Annotated[OrgId | ForkRunClaim, Depends(authenticated_org_or_fork_run)]
 
 
 # Dependencies are `async def`: FastAPI runs a plain `def` dependency in the thread pool, a hop

@@ -18,8 +18,10 @@ from keepgreen.app.errors import (
     InvalidInput,
     KeepgreenError,
     NotFound,
+    Unauthenticated,
     Unavailable,
 )
+from keepgreen.web.credentials import UNAUTHORIZED, refusal
 from keepgreen.web.observability import route_template
 
 log = structlog.get_logger(__name__)
@@ -30,6 +32,7 @@ TOO_DEEP = "is nested too deeply (JSON arrays and objects more than several hund
 
 _STATUS_OF: dict[type[KeepgreenError], int] = {
     InvalidInput: 400,
+    Unauthenticated: 401,
     Forbidden: 403,
     NotFound: 404,
     Conflict: 409,
@@ -55,15 +58,17 @@ def error_response(
     )
 
 
-UNAUTHORIZED = "a valid API token is required in the x-api-token header"
-
-
 class Unauthorized(Exception):
     """Raised by the auth dependencies; answered 401 with `message`."""
 
     def __init__(self, message: str = UNAUTHORIZED) -> None:
         super().__init__(message)
         self.message = message
+
+
+def refused(request: Request) -> Unauthorized:
+    """The 401 of a request without a valid token, saying why (see `refusal`)."""
+    return Unauthorized(refusal(request.headers, path=request.url.path))
 
 
 def describe_validation_error(errors: list[Any]) -> tuple[str, str]:
@@ -125,7 +130,7 @@ def install_error_handlers(app: FastAPI) -> None:
         # Authentication is decided before input: a bad body without a token is a 401.
         authenticate = request.app.state.authenticate
         if await authenticate(request) is None:
-            return await _unauthorized(request, Unauthorized())
+            return await _unauthorized(request, refused(request))
         code, message = describe_validation_error(list(error.errors()))
         return error_response(400, code, message)
 
@@ -139,7 +144,7 @@ def install_error_handlers(app: FastAPI) -> None:
             # FastAPI refuses a body it cannot even decode (bad UTF-8, nesting too deep for the
             # JSON parser) with a bare 400: answer it as malformed JSON, after authentication.
             if await request.app.state.authenticate(request) is None:
-                return await _unauthorized(request, Unauthorized())
+                return await _unauthorized(request, refused(request))
             if isinstance(error.__cause__, RecursionError):
                 return error_response(400, "malformed_json", f"the request body {TOO_DEEP}")
             return error_response(400, "malformed_json", "the request body is not valid JSON")

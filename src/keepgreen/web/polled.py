@@ -34,7 +34,7 @@ from keepgreen.app.pull_requests import Resubmit
 from keepgreen.bootstrap import Container
 from keepgreen.core.ids import QueueId
 from keepgreen.core.model import QueueAsk
-from keepgreen.web.auth import TOKEN_HEADER
+from keepgreen.web.credentials import TOKEN_HEADER
 from keepgreen.web.observability import (
     REQUEST_ID_HEADER_BYTES,
     ROUTE_TEMPLATE,

@@ -38,6 +38,7 @@ from tests.support.fake_github.state import (
     RecordedRequest,
     StatusRecord,
     User,
+    WorkflowRunRecord,
 )
 from tests.support.fake_github.webhooks import Payloads
 from tests.support.fake_github.webhooks import deliver as deliver_webhook
@@ -404,6 +405,49 @@ class FakeGithub:
                 app_slug=app_slug,
                 fields=fields,
             )
+
+    def add_workflow_run(
+        self,
+        owner: str,
+        name: str,
+        *,
+        head_sha: str,
+        fork_owner: str | None = None,
+        status: str = "in_progress",
+        head_branch: str = "patch-1",
+        event: str = "pull_request",
+    ) -> int:
+        """A GitHub Actions run of the repository's workflow on `head_sha`, for a pull request
+        from `fork_owner`'s fork of it (from the repository itself when None); its run id.
+        """
+        with self.lock:
+            repo = self.repo(owner, name)
+            now = iso(time.time())
+            run = WorkflowRunRecord(
+                id=self._new_id(),
+                repo=repo.full_name,
+                head_repo=repo.full_name if fork_owner is None else f"{fork_owner}/{repo.name}",
+                head_sha=head_sha,
+                head_branch=head_branch,
+                event=event,
+                status=status,
+                conclusion="success" if status == "completed" else None,
+                run_number=len(repo.workflow_runs) + 1,
+                created_at=now,
+                updated_at=now,
+            )
+            repo.workflow_runs[run.id] = run
+            return run.id
+
+    def set_workflow_run_status(
+        self, owner: str, name: str, run_id: int, status: str, conclusion: str | None = None
+    ) -> None:
+        """Move a workflow run along (`completed` with `conclusion`, success by default)."""
+        with self.lock:
+            run = self.repo(owner, name).workflow_runs[run_id]
+            run.status = status
+            run.conclusion = (conclusion or "success") if status == "completed" else None
+            run.updated_at = iso(time.time())
 
     def fail(self, status: int = 502, *, times: int = 1, retry_after: float | None = None) -> None:
         """The next `times` API requests are answered `status`: 5xx as GitHub's front end

@@ -77,6 +77,7 @@ class RestApi:
             "issues/update-comment": self.update_comment,
             "repos/get-status-checks-protection": self.get_required_checks,
             "repos/get-branch-rules": self.get_branch_rules,
+            "actions/get-workflow-run": self.get_workflow_run,
         }
 
     @property
@@ -478,6 +479,16 @@ class RestApi:
                 "contexts_url": f"{url}/contexts",
             },
         )
+
+    def get_workflow_run(self, call: Call) -> Answer:
+        """A run of the repository's workflows; a run of another repository is not found
+        here, as GitHub finds runs only under their own repository.
+        """
+        repo = self._repo(call)
+        run = repo.workflow_runs.get(int(call.params["run_id"]))
+        if run is None:
+            raise NotFound
+        return Answer(200, self.shapes.workflow_run(repo, run))
 
     def get_branch_rules(self, call: Call) -> Answer:
         repo = self._repo(call)

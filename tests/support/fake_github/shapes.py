@@ -17,9 +17,11 @@ from tests.support.fake_github.state import (
     Installation,
     PullRequest,
     StatusRecord,
+    WorkflowRunRecord,
 )
 
 APP_PERMISSIONS = {
+    "actions": "read",
     "checks": "write",
     "contents": "write",
     "issues": "write",
@@ -440,6 +442,79 @@ class Shapes:
             "url": f"{self.api}/repos/{repo.full_name}/pulls/{pull.number}",
             "head": {"ref": pull.branch, "sha": "", "repo": target},
             "base": {"ref": pull.base, "sha": "", "repo": target},
+        }
+
+    def workflow_run(self, repo: FakeRepo, run: WorkflowRunRecord) -> dict[str, Any]:
+        """A workflow run (`workflow-run`); its head repository is a fork when `run.head_repo`
+        is not the repository itself (the fork shaped as a public copy of it).
+        """
+        url = f"{self.api}/repos/{repo.full_name}/actions/runs/{run.id}"
+        head = self.repository(repo)
+        if run.head_repo.lower() != repo.full_name.lower():
+            owner, _, name = run.head_repo.partition("/")
+            fork = FakeRepo(
+                id=user_id(run.head_repo),
+                owner=owner,
+                name=name,
+                installation_id=0,
+                bare=repo.bare,
+                clone_url=f"{self.web}/{run.head_repo}.git",
+                created_at=repo.created_at,
+                default_branch=repo.default_branch,
+                private=False,
+            )
+            head = self.repository(fork) | {"fork": True}
+            head["owner"] = self.user(owner)
+        commit = repo.bare.commit_info(run.head_sha)
+        workflow_id = user_id(f"{repo.full_name}:.github/workflows/ci.yml")
+        return {
+            "id": run.id,
+            "name": run.name,
+            "node_id": node_id("WorkflowRun", run.id),
+            "check_suite_id": user_id(f"{repo.full_name}:suite:{run.id}"),
+            "check_suite_node_id": node_id("CheckSuite", run.id),
+            "head_branch": run.head_branch,
+            "head_sha": run.head_sha,
+            "path": ".github/workflows/ci.yml",
+            "run_number": run.run_number,
+            "run_attempt": 1,
+            "referenced_workflows": [],
+            "event": run.event,
+            "status": run.status,
+            "conclusion": run.conclusion,
+            "workflow_id": workflow_id,
+            "url": url,
+            "html_url": f"{self.web}/{repo.full_name}/actions/runs/{run.id}",
+            # Asked with exclude_pull_requests (as keepgreen asks), and empty for a fork's run
+            # anyway: GitHub lists only PRs whose head is in the repository itself.
+            "pull_requests": [],
+            "created_at": run.created_at,
+            "updated_at": run.updated_at,
+            "actor": self.user(run.head_repo.partition("/")[0]),
+            "triggering_actor": self.user(run.head_repo.partition("/")[0]),
+            "run_started_at": run.created_at,
+            "jobs_url": f"{url}/jobs",
+            "logs_url": f"{url}/logs",
+            "check_suite_url": f"{self.api}/repos/{repo.full_name}/check-suites/{run.id}",
+            "artifacts_url": f"{url}/artifacts",
+            "cancel_url": f"{url}/cancel",
+            "rerun_url": f"{url}/rerun",
+            "previous_attempt_url": None,
+            "workflow_url": f"{self.api}/repos/{repo.full_name}/actions/workflows/{workflow_id}",
+            "head_commit": None
+            if commit is None
+            else {
+                "id": commit.sha,
+                "tree_id": commit.tree,
+                "message": commit.message.rstrip("\n"),
+                "timestamp": commit.committer.date,
+                "author": {"name": commit.author.name, "email": commit.author.email},
+                "committer": {"name": commit.committer.name, "email": commit.committer.email},
+            },
+            "repository": self.repository(repo),
+            "head_repository": head,
+            "head_repository_id": head["id"],
+            "display_title": run.head_branch,
         }
 
     def status(self, repo: FakeRepo, status: StatusRecord) -> dict[str, Any]:

@@ -56,6 +56,24 @@ class PullRequest:
 
 
 @dataclass
+class WorkflowRunRecord:
+    """A GitHub Actions workflow run of a repository, as CI started it and moved it along."""
+
+    id: int
+    repo: str  # owner/name of the repository the run belongs to (where its workflow is)
+    head_repo: str  # owner/name its head commit comes from: a fork's, or `repo` itself
+    head_sha: str
+    head_branch: str
+    event: str
+    status: str  # queued, in_progress, waiting, requested, pending or completed
+    conclusion: str | None
+    run_number: int
+    created_at: str
+    updated_at: str
+    name: str = "CI"
+
+
+@dataclass
 class FakeRepo:
     """A repository of an installation, a bare git repository on disk."""
 
@@ -75,6 +93,7 @@ class FakeRepo:
     protection: dict[str, list[str]] = field(default_factory=dict)
     rulesets: dict[str, list[str]] = field(default_factory=dict)
     next_number: int = 1
+    workflow_runs: dict[int, WorkflowRunRecord] = field(default_factory=dict)
 
     @property
     def full_name(self) -> str:

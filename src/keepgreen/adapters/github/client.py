@@ -44,6 +44,7 @@ from keepgreen.app.github.api import (
     GithubRefused,
     GithubRepo,
     GithubUnavailable,
+    GithubWorkflowRun,
     MergeAnswer,
     Permission,
     Where,
@@ -433,6 +434,26 @@ class GithubAppClient:
         if rules is not None:
             contexts.extend(_ruleset_contexts(rules.body_list))
         return tuple(dict.fromkeys(contexts))
+
+    def workflow_run(self, where: Where, run_id: int) -> GithubWorkflowRun | None:
+        answer = self._call(
+            where.installation_id,
+            lambda github: github.rest(API_VERSION).actions.get_workflow_run(
+                where.owner, where.name, run_id, exclude_pull_requests=True
+            ),
+        )
+        if answer is None:
+            return None
+        head = answer.body.get("head_repository")
+        return GithubWorkflowRun(
+            id=answer.number("id"),
+            repository=answer.object("repository").text("full_name"),
+            head_repository=(
+                _Answer(head, answer.status).text("full_name") if isinstance(head, dict) else None
+            ),
+            head_sha=answer.text("head_sha"),
+            status=answer.optional_text("status"),
+        )
 
 
 class _Answer:

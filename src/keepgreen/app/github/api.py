@@ -78,6 +78,19 @@ class GithubCommit:
 
 
 @dataclass(frozen=True, slots=True)
+class GithubWorkflowRun:
+    """A GitHub Actions workflow run as the API shows it now."""
+
+    id: int
+    repository: str  # owner/name of the repository the run belongs to
+    # owner/name of the repository its head commit comes from (a fork's for a fork's PR);
+    # None when GitHub names none (the fork was deleted)
+    head_repository: str | None
+    head_sha: str
+    status: str | None  # queued, in_progress, waiting, requested, pending or completed
+
+
+@dataclass(frozen=True, slots=True)
 class MergeAnswer:
     """What the merge endpoint said: the commit that landed, or why it did not."""
 
@@ -172,6 +185,10 @@ class GithubApi(Protocol):
         """The status checks the branch protection rule and rulesets of `branch` require."""
         ...
 
+    def workflow_run(self, where: Where, run_id: int) -> GithubWorkflowRun | None:
+        """Workflow run `run_id` of the repository, or None when GitHub shows no such run."""
+        ...
+
 
 __all__ = [
     "MAY_MERGE",
@@ -183,6 +200,7 @@ __all__ = [
     "GithubRefused",
     "GithubRepo",
     "GithubUnavailable",
+    "GithubWorkflowRun",
     "MergeAnswer",
     "Permission",
     "Where",

@@ -8,7 +8,7 @@ from fastapi import FastAPI, Request
 from fastapi.staticfiles import StaticFiles
 from starlette.responses import RedirectResponse, Response
 
-from keepgreen.web.auth import TOKEN_HEADER
+from keepgreen.web.credentials import TOKEN_HEADER
 from keepgreen.web.pages import flaky, queues, settings
 from keepgreen.web.pages.guard import STATIC_PREFIX, PageError, PageHeaders, SignInRequired
 from keepgreen.web.pages.render import STATIC, page

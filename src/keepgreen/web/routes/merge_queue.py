@@ -20,7 +20,14 @@ from keepgreen.core.priority import (
     priority_from_name,
     priority_from_value,
 )
-from keepgreen.web.auth import Org, Services, Snapshots
+from keepgreen.web.auth import (
+    ForkRunClaim,
+    Org,
+    OrgOrForkRun,
+    Services,
+    Snapshots,
+    org_of_fork_run,
+)
 from keepgreen.web.presenters import (
     enqueued,
     queue_analytics,
@@ -142,9 +149,19 @@ def restart_tests(body: PrRequest, org: Org, services: Services) -> dict[str, An
 
 @router.post("/setImpactedTargets", response_model=Empty, responses=WRITE)
 def set_impacted_targets(
-    body: SetImpactedTargetsRequest, org: Org, services: Services
+    body: SetImpactedTargetsRequest, caller: OrgOrForkRun, services: Services
 ) -> dict[str, Any]:
-    """Set the impacted targets of a PR head: a list of names, or "ALL"."""
+    """Set the impacted targets of a PR head: a list of names, or "ALL".
+
+    A PR from a fork, whose CI has no secrets, may send `x-forked-workflow-run-id:
+    <github.run_id>` instead of the token when keepgreen is connected as a GitHub App: the
+    run must be a running workflow run of this repository, from a fork, on `pr.sha`.
+    """
+    org = (
+        org_of_fork_run(services, caller, repo=repo_ref(body.repo), sha=body.pr.sha)
+        if isinstance(caller, ForkRunClaim)
+        else caller
+    )
     targets: tuple[str, ...] | None
     if isinstance(body.impactedTargets, str):
         if body.impactedTargets.strip().upper() not in _ALL_TARGETS:
