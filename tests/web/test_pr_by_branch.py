@@ -114,3 +114,15 @@ def test_the_etag_of_an_answer_by_branch_gets_304_until_the_pr_changes(
     again = client.post("/v1/getSubmittedPullRequest", json=body, headers=headers)
     assert again.status_code == 200
     assert again.json()["priorityName"] == "high"
+
+
+def test_a_branch_longer_than_a_stored_name_leaves_the_pr_found_by_number_only(
+    queue: Api, registered_repo: GitRepo
+) -> None:
+    head = registered_repo.open_pr(8, {"h.txt": "8\n"})
+    long_branch = "team/" * 60 + "x"  # 301 characters: git takes it, a stored name is 255
+    registered_repo.git("branch", long_branch, head)
+    registered_repo.git("branch", "-D", "pr-8")
+    submitted(queue, 8)
+    assert get_pr(queue, 8)["prNumber"] == 8
+    assert by_branch(queue, long_branch).status_code == 400  # not a name the API takes

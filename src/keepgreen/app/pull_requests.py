@@ -47,7 +47,7 @@ from keepgreen.core.model import (
     RepoRef,
     Repository,
 )
-from keepgreen.core.names import normalize_sha
+from keepgreen.core.names import MAX_NAME_LENGTH, normalize_sha
 from keepgreen.core.priority import DEFAULT_PRIORITY, Priority
 from keepgreen.core.scheduler import (
     EntrySubmitted,
@@ -400,7 +400,13 @@ class PullRequestService:
             head_sha=info.head_sha,
             title=info.title,
             author=info.author,
-            head_branch=info.head_branch,
+            # A branch longer than a stored name (git allows it) is not kept: such a PR is
+            # found by its number only.
+            head_branch=(
+                info.head_branch
+                if info.head_branch and len(info.head_branch) <= MAX_NAME_LENGTH
+                else None
+            ),
             base_branch=queue.branch,
             readiness=readiness,
             is_submitted=True,
