@@ -9,6 +9,11 @@ status nobody reports, so that of its 50 PRs 8 are testing and 42 pending. Then,
 `wrk` drives one keepgreen call and the same call on the bare app (bench/bare_app.py: FastAPI
 and uvicorn started the same way, answering the bytes keepgreen answered), and the table gives
 requests per second, the ratio to the bare app, and keepgreen's p50 / p99 latency.
+
+The last row is the merge button pressed on a PR not in the queue: every request submits
+another PR (refs made for the run, one per request, on one commit; one connection per wrk
+thread, each thread its own numbers), so each is a first submit, which the worker then reads
+and admits while the load goes on. Its bare app answers `{}`, as keepgreen does.
 """
 
 from __future__ import annotations
@@ -38,11 +43,8 @@ CALLS = (
     # A resubmit of a pending PR: what a merge button pressed twice, or a bot, sends.
     ("submitPullRequest", {"repo": REPO, "targetBranch": "main", "pr": {"number": 42}}),
 )
-WRK_SCRIPT = """
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["x-api-token"] = os.getenv("BENCH_TOKEN")
-wrk.body = os.getenv("BENCH_BODY")
+# What each wrk run prints at its end, for `drive` to read.
+WRK_DONE = """
 done = function(summary, latency, requests)
   io.write(string.format("BENCH %d %d %d %d %d\\n", summary.requests,
     summary.errors.status + summary.errors.connect + summary.errors.read
@@ -50,6 +52,42 @@ done = function(summary, latency, requests)
     summary.duration, latency:percentile(50), latency:percentile(99)))
 end
 """
+WRK_SCRIPT = (
+    """
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["x-api-token"] = os.getenv("BENCH_TOKEN")
+wrk.body = os.getenv("BENCH_BODY")
+"""
+    + WRK_DONE
+)
+
+
+# First submits: thread k of wrk submits PRs FIRST_PR + k * PER_THREAD + 1, + 2, ...
+FIRST_PR = 1000
+PER_THREAD = 20_000
+FIRST_REFS_PER_THREAD = 3_000  # more than a thread sends in a row
+FIRST_SUBMIT_SCRIPT = (
+    """
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["x-api-token"] = os.getenv("BENCH_TOKEN")
+local made = 0
+setup = function(thread)
+  thread:set("id", made)
+  made = made + 1
+end
+init = function(args)
+  sent = 0
+end
+request = function()
+  sent = sent + 1
+  local number = FIRST_PR + id * PER_THREAD + sent
+  return wrk.format(nil, nil, nil, string.format(os.getenv("BENCH_BODY"), number))
+end
+""".replace("FIRST_PR", str(FIRST_PR)).replace("PER_THREAD", str(PER_THREAD))
+    + WRK_DONE
+)
 
 
 @dataclass
@@ -60,14 +98,25 @@ class Load:
     p99_ms: float
 
 
-def drive(url: str, *, token: str, body: dict[str, object], args: argparse.Namespace) -> Load:
-    """`wrk` against one call for `args.seconds`; its figures (wrk counts non-2xx as errors)."""
+def drive(
+    url: str,
+    *,
+    token: str,
+    body: dict[str, object] | str,
+    args: argparse.Namespace,
+    first_submits: bool = False,
+) -> Load:
+    """`wrk` against one call for `args.seconds`; its figures (wrk counts non-2xx as errors).
+    `first_submits`: `body` is a template with `%d` for the PR number, one thread per
+    connection, each sending its own numbers.
+    """
     script = Path(args.work) / "post.lua"
-    script.write_text(WRK_SCRIPT)
+    script.write_text(FIRST_SUBMIT_SCRIPT if first_submits else WRK_SCRIPT)
+    threads = args.connections if first_submits else min(2, args.connections)
     result = subprocess.run(
         [
             "wrk",
-            f"-t{min(2, args.connections)}",
+            f"-t{threads}",
             f"-c{args.connections}",
             f"-d{args.seconds}s",
             "-s",
@@ -77,7 +126,11 @@ def drive(url: str, *, token: str, body: dict[str, object], args: argparse.Names
         capture_output=True,
         text=True,
         check=True,
-        env={"BENCH_TOKEN": token, "BENCH_BODY": json.dumps(body), "PATH": "/usr/bin:/bin"},
+        env={
+            "BENCH_TOKEN": token,
+            "BENCH_BODY": body if isinstance(body, str) else json.dumps(body),
+            "PATH": "/usr/bin:/bin",
+        },
     )
     match = re.search(r"^BENCH (\d+) (\d+) (\d+) (\d+) (\d+)$", result.stdout, re.MULTILINE)
     if match is None:
@@ -86,9 +139,24 @@ def drive(url: str, *, token: str, body: dict[str, object], args: argparse.Names
     return Load(requests / (micros / 1e6), errors, p50 / 1000, p99 / 1000)
 
 
-def set_up(env: dict[str, str], cwd: Path) -> str:
+def add_pr_refs(path: Path, first: int, count: int) -> None:
+    """PR refs `first` .. `first + count - 1`, all on the head of PR 1 (packed: one file)."""
+    head = subprocess.run(
+        ["git", "-C", str(path), "rev-parse", "refs/pull/1/head"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    lines = "".join(f"create refs/pull/{n}/head {head}\n" for n in range(first, first + count))
+    subprocess.run(
+        ["git", "-C", str(path), "update-ref", "--stdin"], input=lines, text=True, check=True
+    )
+    subprocess.run(["git", "-C", str(path), "pack-refs", "--all"], check=True)
+
+
+def set_up(env: dict[str, str], cwd: Path, *, connections: int) -> str:
     """An org, its token, and the repository registered; the token."""
     make_git_repo(cwd / "widgets", PRS)
+    for thread in range(connections):
+        add_pr_refs(cwd / "widgets", FIRST_PR + thread * PER_THREAD + 1, FIRST_REFS_PER_THREAD)
     token = keepgreen("token", "create", "--org", "bench", env=env, cwd=cwd).splitlines()[-1]
     keepgreen(
         "repo", "add", "--org", "bench", "--host", REPO["host"], "--owner", REPO["owner"],
@@ -157,7 +225,7 @@ def run(args: argparse.Namespace) -> list[tuple[str, str, Load, Load]]:
     rows = []
     for backend, database_url, cwd in backends(Path(args.work)):
         env = keepgreen_env(database_url, cwd / "data")
-        token = set_up(env, cwd)
+        token = set_up(env, cwd, connections=args.connections)
         served = Served(env=env, cwd=cwd, log=cwd / "serve.log", workers=args.workers)
         bare = None
         try:
@@ -179,6 +247,16 @@ def run(args: argparse.Namespace) -> list[tuple[str, str, Load, Load]]:
                     size = len((answers / f"{verb}.json").read_bytes())
                     rows.append((backend, f"{verb} ({size / 1024:.1f} KB)", ours, theirs))
                     print_row(*rows[-1])
+            # Last: the worker reads and admits the PRs submitted for a while after it.
+            template = json.dumps(
+                {"repo": REPO, "targetBranch": "main", "pr": {"number": 0}}
+            ).replace('"number": 0', '"number": %d')
+            ours = drive(f"{served.url}/submitPullRequest", token=token, body=template,
+                         args=args, first_submits=True)  # fmt: skip
+            theirs = drive(f"{bare.url}/submitPullRequest", token=token, body=template,
+                           args=args, first_submits=True)  # fmt: skip
+            rows.append((backend, "submitPullRequest (first submit)", ours, theirs))
+            print_row(*rows[-1])
         finally:
             served.stop()
             if bare is not None:

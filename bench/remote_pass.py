@@ -8,8 +8,10 @@ A git http-backend on loopback (basic auth with a token file, as a real server a
 process of its own, which counts the bytes it serves) serves bare repositories, each with a
 `main` and PRs `refs/pull/N/head` (one small commit each, on a file of its own, so all merge
 cleanly). A keepgreen on SQLite in a temporary data dir registers them, makes a queue per
-repository that requires a status `ci` no CI ever sends, and submits every PR: after the first
-pass one PR of each queue sits testing and the rest wait, which is the steady state measured.
+repository that requires a status `ci` no CI ever sends, and submits every PR. The submit asks
+nothing of git: the first pass reads each PR submitted (its head, title, author, whether it
+merges), admits it and starts the runs, so it carries the reads the submits used to. After it
+one PR of each queue sits testing and the rest wait, which is the steady state measured.
 Passes are `Worker.run_once()`, one second apart (the worker's poll interval); a pass's git
 processes are every `git` the benchmark's process starts (by subcommand; `fetch`, `push` and
 `ls-remote` are the network ones), its bytes what the server received and sent for it.
@@ -578,7 +580,8 @@ def subcommand_table(results: Sequence[Result]) -> str:
 def report(results: dict[str, Result], plan: argparse.Namespace, *, helper: float) -> str:
     intro = (
         f"One worker pass (Worker.run_once), passes {plan.pause:g} s apart; steady: "
-        f"{plan.passes} passes after the first. Each queue requires status "
+        f"{plan.passes} passes after the first. The submits run no git: the first pass reads "
+        "the PRs submitted. Each queue requires status "
         f"'{REQUIRED_STATUS}', never sent: one PR tests, the others wait."
     )
     scale = (

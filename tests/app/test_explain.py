@@ -12,7 +12,14 @@ import pytest
 
 from keepgreen.app.explain import REASONS, Bisection, Check, Facts, reason_text, render
 from keepgreen.app.github.feedback import check_view, comment_body, digest
-from keepgreen.core.enums import CommitState, PrState, StateReason, TestRunKind, TestRunStatus
+from keepgreen.core.enums import (
+    CommitState,
+    Mergeability,
+    PrState,
+    StateReason,
+    TestRunKind,
+    TestRunStatus,
+)
 from keepgreen.core.ids import RepositoryId, TestRunId
 from keepgreen.core.model import ChainLink, CommitStatus
 from tests.support.builders import T0, entry_id, make_entry, make_run
@@ -280,3 +287,43 @@ def test_the_readme_lists_every_reason_code_as_stable() -> None:
     section = readme[readme.index("**Reason codes are stable**") :]
     listed = set(re.findall(r"`([a-z_]+)`", section[: section.index("\n\n")]))
     assert listed == {reason.value for reason in StateReason}
+
+
+@pytest.mark.parametrize(
+    ("head_sha", "readiness", "summary"),
+    [
+        ("", {}, "Submitted: keepgreen is reading the pull request and whether it merges cleanly."),
+        (
+            "ab" * 20,
+            {"mergeability": Mergeability.NOT_MERGEABLE},
+            "Not yet: it does not merge cleanly onto `main`; merge or rebase it.",
+        ),
+        (
+            "ab" * 20,
+            {"mergeability": Mergeability.IN_PROGRESS},
+            "Not yet: the code host has not said yet whether it merges cleanly.",
+        ),
+        (
+            "ab" * 20,
+            {"requires_impacted_targets": True, "has_impacted_targets": False},
+            "Not yet: the impacted targets of its head abababababab are not uploaded yet.",
+        ),
+        ("ab" * 20, {}, "Not yet: submitted."),  # ready: the queue holds it (paused)
+    ],
+)
+def test_a_pr_waiting_to_enter_says_what_it_waits_on(
+    head_sha: str, readiness: dict[str, object], summary: str
+) -> None:
+    entry = make_entry(
+        state=PrState.NOT_READY,
+        state_reason=StateReason.SUBMITTED,
+        head_sha=head_sha,
+        readiness=replace(make_entry().readiness, **readiness),  # type: ignore[arg-type]
+    )
+    view = render(facts(entry=entry, position=None))
+    assert (view.progress, view.title, view.summary) == (
+        "queued",
+        "Waiting to enter the queue",
+        summary,
+    )
+    assert view.reason_code == "submitted"

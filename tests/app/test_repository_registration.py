@@ -13,7 +13,7 @@ from keepgreen.app.errors import Conflict, InvalidInput
 from keepgreen.bootstrap import Container
 from keepgreen.core.model import RepoRef
 from tests.support.gitrepo import GitRepo
-from tests.support.wire import Api, assert_error, queue_body, submit
+from tests.support.wire import Api, pr_verb, queue_body, submitted
 
 GADGETS = RepoRef("github.com", "acme", "gadgets")
 THEIRS = RepoRef("github.com", "globex", "tools")
@@ -110,13 +110,20 @@ def test_ci_variables_round_trip_in_order_without_duplicates(
     assert stored.ci_env == ("B", "A")
 
 
-def test_a_repository_gone_from_disk_is_a_503_that_shows_no_server_path(
-    api: Api, registered_repo: GitRepo
+def test_a_repository_gone_from_disk_is_an_incident_of_the_pr_submitted(
+    api: Api, registered_repo: GitRepo, container: Container
 ) -> None:
+    """The submit does not read git, so it is taken; the worker's read fails, the PR waits
+    to be read, and its answer tells of the incident.
+    """
     assert api.post("createQueue", queue_body()).status_code == 200
     registered_repo.open_pr(1, {"a.txt": "a\n"}, title="Add a")
     shutil.rmtree(registered_repo.path)
-    response = submit(api, 1)
-    assert_error(response, 503, "code_host_unavailable")
-    assert str(registered_repo.path) not in response.text
-    assert "/" not in response.json()["error"]["message"].replace("github.com/acme/widgets", "")
+    submitted(api, 1)
+    container.worker.run_once()
+    response = pr_verb(api, "getSubmittedPullRequest", 1)
+    assert response.status_code == 200, response.text
+    pr = response.json()
+    assert (pr["state"], pr["prSha"]) == ("not_ready", "")  # still waiting to be read
+    (incident,) = pr["incidents"]
+    assert (incident["kind"], incident["endedAt"]) == ("git_error", None)

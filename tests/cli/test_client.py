@@ -26,6 +26,32 @@ def queued(cli: Cli, registered_repo: GitRepo) -> GitRepo:
     return registered_repo
 
 
+@pytest.fixture
+def checked(cli: Cli, queued: GitRepo) -> GitRepo:
+    """`queued`, its queue requiring the `ci` check: a run the worker starts stays `testing`
+    until `ci` reports (a queue that requires no check fails its PRs: nothing tests them).
+    """
+    cli.ok("queue", "update", *R, "--required-status", "ci")
+    return queued
+
+
+def worker_pass(container: Container) -> None:
+    """One pass of the worker, as `keepgreen serve` runs when a submit wakes it. The submit
+    does not wait on git: until then a PR is `not_ready`, unread (no sha, title or author)
+    and not in getQueue's list; the pass reads it, admits it (`pending`) and starts the runs
+    the queue has room for.
+    """
+    container.worker.run_once()
+
+
+def unread(pr: dict[str, object]) -> tuple[object, ...]:
+    """What a getSubmittedPullRequest answer tells of a PR waiting for the worker to read it."""
+    return (pr["state"], pr["prSha"], pr["prTitle"], pr["isCurrentlySubmittedToQueue"])
+
+
+UNREAD = ("not_ready", "", "", True)
+
+
 def states(cli: Cli) -> list[tuple[int, str]]:
     """(number, state) of the enqueued PRs, in queue order, as the API reports them."""
     queue = cli.api_json("getQueue")
@@ -57,15 +83,21 @@ def assert_error(result: Result, code: int, message: str) -> None:
 # -- submit ---------------------------------------------------------------------------------------
 
 
-def test_submit_puts_the_pr_in_the_queue(cli: Cli, queued: GitRepo) -> None:
-    queued.open_pr(1, {"a.txt": "a\n"})
-    queued.open_pr(2, {"b.txt": "b\n"})
+def test_submit_puts_the_pr_in_the_queue(cli: Cli, checked: GitRepo, container: Container) -> None:
+    """The submit takes the PR at once, unread; the worker's pass reads both PRs, admits them
+    and starts testing the first (the queue tests one at a time).
+    """
+    checked.open_pr(1, {"a.txt": "a\n"})
+    checked.open_pr(2, {"b.txt": "b\n"})
 
     first = cli.ok("submit", "1", *R)
     cli.ok("submit", "2", *R, "--branch", "main")
 
     assert first.stdout == "Submitted #1 to the main queue of github.com/acme/widgets.\n"
-    assert states(cli) == [(1, "pending"), (2, "pending")]
+    assert [unread(submitted(cli, number)) for number in (1, 2)] == [UNREAD, UNREAD]
+    assert states(cli) == []
+    worker_pass(container)
+    assert states(cli) == [(1, "testing"), (2, "pending")]
 
 
 def test_submit_sends_priority_and_no_batch_and_resubmit_keeps_what_is_not_given(
@@ -107,26 +139,47 @@ def test_submit_reports_the_servers_refusal_of_a_bad_priority(cli: Cli, queued: 
     assert states(cli) == []
 
 
-def test_submit_of_a_pr_the_repository_does_not_have(cli: Cli, queued: GitRepo) -> None:
-    message = cli.api_error("submitPullRequest", 404, pr={"number": 7})
-    assert "refs/pull/7/head" in message
+def test_submit_of_a_pr_the_repository_does_not_have_is_cancelled_as_not_found(
+    cli: Cli, queued: GitRepo, container: Container
+) -> None:
+    """The submit does not read git, so it takes PR 7; the worker's pass finds no such PR and
+    cancels it (`pr_not_found`), which `status` says.
+    """
+    result = cli.ok("submit", "7", *R)
+    assert result.stdout == "Submitted #7 to the main queue of github.com/acme/widgets.\n"
+    assert unread(submitted(cli, 7)) == UNREAD
 
-    assert_error(cli("submit", "7", *R), 1, message)
+    worker_pass(container)
+
+    pr = submitted(cli, 7)
+    assert (pr["state"], pr["isCurrentlySubmittedToQueue"]) == ("cancelled", False)
+    assert pr["explanation"]["reasonCode"] == "pr_not_found"  # type: ignore[index]
+    assert states(cli) == []
+    lines = {" ".join(line.split()) for line in cli.ok("status", "7", *R).stdout.splitlines()}
+    assert {
+        "state cancelled",
+        "Cancelled: the code host has no open pull request with this number",
+        "reason code: pr_not_found",
+    } <= lines
 
 
 # -- cancel, restart ------------------------------------------------------------------------------
 
 
-def test_cancel_takes_the_pr_out_of_the_queue(cli: Cli, queued: GitRepo) -> None:
-    queued.open_pr(1, {"a.txt": "a\n"})
-    queued.open_pr(2, {"b.txt": "b\n"})
+def test_cancel_takes_the_pr_out_of_the_queue(
+    cli: Cli, checked: GitRepo, container: Container
+) -> None:
+    checked.open_pr(1, {"a.txt": "a\n"})
+    checked.open_pr(2, {"b.txt": "b\n"})
     cli.ok("submit", "1", *R)
     cli.ok("submit", "2", *R)
+    worker_pass(container)
+    assert states(cli) == [(1, "testing"), (2, "pending")]
 
     result = cli.ok("cancel", "1", *R)
 
     assert result.stdout == "Cancelled #1 in the main queue of github.com/acme/widgets.\n"
-    assert states(cli) == [(2, "pending")]
+    assert states(cli) == [(2, "testing")]  # the testing slot PR 1 left is PR 2's at once
     pr = submitted(cli, 1)
     assert (pr["state"], pr["isCurrentlySubmittedToQueue"]) == ("cancelled", False)
 
@@ -155,23 +208,32 @@ def test_restart_sends_a_testing_pr_back_to_pending(
     assert states(cli) == [(1, "pending")]
 
 
-def test_restart_of_a_pending_pr_is_refused(cli: Cli, queued: GitRepo) -> None:
-    queued.open_pr(1, {"a.txt": "a\n"})
+def test_restart_of_a_pending_pr_is_refused(
+    cli: Cli, checked: GitRepo, container: Container
+) -> None:
+    checked.open_pr(1, {"a.txt": "a\n"})
+    checked.open_pr(2, {"b.txt": "b\n"})
     cli.ok("submit", "1", *R)
-    message = cli.api_error("restartTestsOnPullRequest", 409, pr={"number": 1})
+    cli.ok("submit", "2", *R)
+    worker_pass(container)  # PR 1 testing, PR 2 pending behind it
+    message = cli.api_error("restartTestsOnPullRequest", 409, pr={"number": 2})
 
-    assert_error(cli("restart", "1", *R), 1, message)
-    assert states(cli) == [(1, "pending")]
+    assert_error(cli("restart", "2", *R), 1, message)
+    assert "pending" in message
+    assert states(cli) == [(1, "testing"), (2, "pending")]
 
 
 # -- status ---------------------------------------------------------------------------------------
 
 
 def test_status_shows_state_priority_readiness_sha_title_and_author(
-    cli: Cli, queued: GitRepo
+    cli: Cli, checked: GitRepo, container: Container
 ) -> None:
-    sha = queued.open_pr(3, {"c.txt": "c\n"}, title="Add c", author="Grace Hopper")
+    checked.open_pr(1, {"a.txt": "a\n"})
+    sha = checked.open_pr(3, {"c.txt": "c\n"}, title="Add c", author="Grace Hopper")
+    cli.ok("submit", "1", *R)
     cli.ok("submit", "3", *R, "--priority", "low")
+    worker_pass(container)  # read and admitted: PR 1 testing, PR 3 pending behind it
 
     output = cli.ok("status", "3", *R).stdout
 
@@ -185,20 +247,28 @@ def test_status_shows_state_priority_readiness_sha_title_and_author(
         f"sha {sha}",
         "mergeability mergeable",
         "base branch matches yes",
-        "Queued: position 1 of 1",  # what it waits on, in words
+        "Queued: position 2 of 2",  # what it waits on, in words
         "Waiting for a testing slot on `main`.",
     } <= lines
 
 
-def test_status_json_is_the_api_answer(cli: Cli, queued: GitRepo) -> None:
-    queued.open_pr(1, {"a.txt": "a\n"})
+def test_status_json_is_the_api_answer(cli: Cli, checked: GitRepo, container: Container) -> None:
+    checked.open_pr(1, {"a.txt": "a\n"})
+    checked.open_pr(2, {"b.txt": "b\n"})
     cli.ok("submit", "1", *R)
+    cli.ok("submit", "2", *R)
 
-    printed = json.loads(cli.ok("status", "1", *R, "--json").stdout)
+    printed = json.loads(cli.ok("status", "2", *R, "--json").stdout)
+    assert printed == submitted(cli, 2)
+    assert unread(printed) == UNREAD
+    assert printed["explanation"]["title"] == "Waiting to enter the queue"
 
-    assert printed == submitted(cli, 1)
+    worker_pass(container)
+    printed = json.loads(cli.ok("status", "2", *R, "--json").stdout)
+
+    assert printed == submitted(cli, 2)
     assert printed["state"] == "pending"
-    assert printed["explanation"]["title"] == "Queued: position 1 of 1"
+    assert printed["explanation"]["title"] == "Queued: position 2 of 2"
 
 
 def test_status_of_a_failed_pr_prints_its_reason_code_and_evidence_and_json_has_them(
@@ -237,9 +307,12 @@ def test_status_of_a_failed_pr_prints_its_reason_code_and_evidence_and_json_has_
     )
 
 
-def test_status_shows_titles_as_written_not_as_markup(cli: Cli, queued: GitRepo) -> None:
+def test_status_shows_titles_as_written_not_as_markup(
+    cli: Cli, queued: GitRepo, container: Container
+) -> None:
     queued.open_pr(1, {"a.txt": "a\n"}, title="Fix [red]everything[/red]", author="[b]Eve[/b]")
     cli.ok("submit", "1", *R)
+    worker_pass(container)  # reads the title and author
 
     output = cli.ok("status", "1", *R).stdout
 
@@ -258,11 +331,15 @@ def test_status_of_a_pr_never_submitted_prints_the_servers_message(
 # -- queue show, create, delete -------------------------------------------------------------------
 
 
-def test_queue_show_lists_the_config_and_the_prs_in_queue_order(cli: Cli, queued: GitRepo) -> None:
-    sha_1 = queued.open_pr(1, {"a.txt": "a\n"}, title="First change", author="Ada")
-    sha_2 = queued.open_pr(2, {"b.txt": "b\n"}, title="Second change", author="Grace")
+def test_queue_show_lists_the_config_and_the_prs_in_queue_order(
+    cli: Cli, checked: GitRepo, container: Container
+) -> None:
+    sha_1 = checked.open_pr(1, {"a.txt": "a\n"}, title="First change", author="Ada")
+    sha_2 = checked.open_pr(2, {"b.txt": "b\n"}, title="Second change", author="Grace")
     cli.ok("submit", "1", *R)
     cli.ok("submit", "2", *R, "--priority", "high")
+    worker_pass(container)  # reads both: the high-priority PR takes the testing slot
+    assert states(cli) == [(2, "testing"), (1, "pending")]
 
     output = cli.ok("queue", "show", *R).stdout
 
@@ -276,9 +353,12 @@ def test_queue_show_lists_the_config_and_the_prs_in_queue_order(cli: Cli, queued
     assert "medium (100)" in output
 
 
-def test_queue_show_json_is_the_api_answer(cli: Cli, queued: GitRepo) -> None:
-    queued.open_pr(1, {"a.txt": "a\n"})
+def test_queue_show_json_is_the_api_answer(
+    cli: Cli, checked: GitRepo, container: Container
+) -> None:
+    checked.open_pr(1, {"a.txt": "a\n"})
     cli.ok("submit", "1", *R)
+    worker_pass(container)
 
     printed = json.loads(cli.ok("queue", "show", *R, "--json").stdout)
 
@@ -382,13 +462,18 @@ def test_queue_delete_removes_the_queue(cli: Cli, queued: GitRepo) -> None:
     assert cli.api("getQueue").status_code == 404
 
 
-def test_queue_delete_refuses_a_queue_with_prs(cli: Cli, queued: GitRepo) -> None:
-    queued.open_pr(1, {"a.txt": "a\n"})
+def test_queue_delete_refuses_a_queue_with_prs(
+    cli: Cli, checked: GitRepo, container: Container
+) -> None:
+    """A PR submitted and not yet read is in the queue already: the queue is not deleted."""
+    checked.open_pr(1, {"a.txt": "a\n"})
     cli.ok("submit", "1", *R)
     message = cli.api_error("deleteQueue", 400)
 
     assert_error(cli("queue", "delete", *R), 1, message)
-    assert states(cli) == [(1, "pending")]
+    assert unread(submitted(cli, 1)) == UNREAD
+    worker_pass(container)
+    assert states(cli) == [(1, "testing")]
 
 
 # -- queue update and its shortcuts ---------------------------------------------------------------

@@ -135,8 +135,11 @@ def action(live_url: str, token: str, registered_repo: GitRepo, container: Conta
 
 
 def test_the_merge_action_submits_uploads_targets_and_follows_the_pr_by_branch(
-    action: Client, registered_repo: GitRepo
+    action: Client, registered_repo: GitRepo, container: Container
 ) -> None:
+    """The submit answers before the PR is read; once the worker read it (its head, its
+    branch), the action finds it by its branch, with the targets uploaded for its head.
+    """
     action.ok("createQueue", queue(mode="parallel"))
     head = registered_repo.open_pr(7, {"seven.txt": "7\n"})  # branch pr-7
     # The uploader sends the PR number as a string, and "ALL" as a bare string.
@@ -145,6 +148,9 @@ def test_the_merge_action_submits_uploads_targets_and_follows_the_pr_by_branch(
         queue(pr={"number": "7", "sha": head}, impactedTargets="ALL"),
     )
     assert action.ok("submitPullRequest", queue(pr={"number": 7}, priority="high")) == {}
+    waiting = action.ok("getSubmittedPullRequest", queue(pr={"number": 7}))
+    assert (waiting["state"], waiting["prSha"]) == ("not_ready", "")  # not read yet
+    container.worker.run_once()  # as `keepgreen serve`'s worker, woken by the submit
     by_number = action.ok("getSubmittedPullRequest", queue(pr={"number": 7}))
     by_branch = action.ok("getSubmittedPullRequest", queue(pr={"branch": "pr-7"}))
     assert by_branch == by_number

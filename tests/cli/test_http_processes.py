@@ -1,11 +1,14 @@
 """Several HTTP processes on one database answer as one: `keepgreen serve --workers N`, and
 separate `keepgreen serve` processes side by side. Each process keeps its own snapshots of the
-polled answers; a write through any process is seen by the next read through any other.
+polled answers; a write through any process (or the queue worker) is seen by the next read
+through any other.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.cli.test_serve_e2e import Served, keepgreen
+from tests.cli.test_serve_e2e import STOP_TIMEOUT_SECONDS, Served, keepgreen
 from tests.support.gitrepo import GitRepo
 from tests.support.pgschema import fresh_schema
 from tests.support.wire import REPO_JSON
@@ -23,6 +26,7 @@ pytestmark = pytest.mark.slow
 PG_URL = os.environ.get("KEEPGREEN_TEST_DATABASE_URL")
 BACKENDS = ["sqlite", *(["postgresql"] if PG_URL else [])]
 PRS = 6
+READ_TIMEOUT_SECONDS = 60.0
 
 
 @pytest.fixture(params=BACKENDS)
@@ -83,24 +87,72 @@ def states(url: str, token: str) -> dict[int, str]:
     return {pr["prNumber"]: pr["state"] for pr in answer.json()["enqueuedPullRequests"]}
 
 
+def keep_in_queue(url: str, token: str) -> None:
+    """Require a check nobody reports: the PRs the worker admits stay in the queue (testing
+    or pending) instead of merging once the built-in CI passes.
+    """
+    assert post(url, token, "updateQueue", requiredStatuses=["ci"]).status_code == 200
+
+
+def wait_until_read(url: str, token: str, number: int) -> str:
+    """Poll getSubmittedPullRequest until the worker read PR `number` (the submit does not
+    wait on git: until then it is `not_ready`, unread); its state then.
+    """
+    deadline = time.monotonic() + READ_TIMEOUT_SECONDS
+    while True:
+        answer = post(url, token, "getSubmittedPullRequest", pr={"number": number})
+        assert answer.status_code == 200, answer.text
+        pr = answer.json()
+        if pr["prSha"] != "" or time.monotonic() > deadline:
+            assert pr["prSha"] != "", f"PR {number} was not read in {READ_TIMEOUT_SECONDS} s"
+            state: str = pr["state"]
+            return state
+        time.sleep(0.1)
+
+
 def test_two_processes_on_one_database_see_each_others_writes(
-    start: Callable[..., Served], token: str
+    start: Callable[..., Served],
+    token: str,
+    env: dict[str, str],
+    workdir: Path,
+    tmp_path: Path,
 ) -> None:
+    """Two API processes and a `keepgreen worker` that reads and admits the PRs submitted;
+    the worker is stopped before the last part, so that nothing moves while the two
+    processes' answers are compared.
+    """
     one = start()
     two = start()
     assert post(one.url, token, "createQueue").status_code == 200
-    for number in range(1, PRS + 1):
-        # Both processes have a snapshot of the queue before each write.
-        before = (states(one.url, token), states(two.url, token))
-        writer, reader = (one, two) if number % 2 else (two, one)
-        assert (
-            post(writer.url, token, "submitPullRequest", pr={"number": number}).status_code == 200
+    keep_in_queue(one.url, token)
+    with (tmp_path / "worker.log").open("w") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "keepgreen", "worker"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=workdir,
         )
-        assert number not in before[0]
-        assert number in states(reader.url, token)
-        assert number in states(writer.url, token)
-        submitted = post(reader.url, token, "getSubmittedPullRequest", pr={"number": number})
-        assert submitted.status_code == 200, submitted.text
+    try:
+        for number in range(1, PRS + 1):
+            # Both processes have a snapshot of the queue before each write.
+            before = (states(one.url, token), states(two.url, token))
+            writer, reader = (one, two) if number % 2 else (two, one)
+            submitted = post(writer.url, token, "submitPullRequest", pr={"number": number})
+            assert submitted.status_code == 200, submitted.text
+            # The entry written by the submit, through the other process at once.
+            answer = post(reader.url, token, "getSubmittedPullRequest", pr={"number": number})
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["isCurrentlySubmittedToQueue"] is True
+            # The worker's read and admission, written to the database, seen by both.
+            assert wait_until_read(reader.url, token, number) in ("pending", "testing")
+            assert number not in before[0]
+            assert number not in before[1]
+            assert number in states(reader.url, token)
+            assert number in states(writer.url, token)
+    finally:
+        worker.terminate()
+        assert worker.wait(timeout=STOP_TIMEOUT_SECONDS) == 0, (tmp_path / "worker.log").read_text()
     cancelled = post(one.url, token, "cancelPullRequest", pr={"number": 1})
     assert cancelled.status_code == 200
     assert 1 not in states(two.url, token)
@@ -121,13 +173,16 @@ def test_two_processes_on_one_database_see_each_others_writes(
 
 
 def test_serve_with_several_http_processes(start: Callable[..., Served], token: str) -> None:
-    served = start("--workers", "2")
+    served = start("--workers", "2", worker=True)
     assert post(served.url, token, "createQueue").status_code == 200
-    # A connection per request, so that both processes answer; each write is seen by the next
-    # read, whichever process takes it.
+    keep_in_queue(served.url, token)
+    # A connection per request, so that both processes answer; each write (the submit, the
+    # worker's admission of the PR it read, the cancel) is seen by the next read, whichever
+    # process takes it.
     for number in range(1, PRS + 1):
         submitted = post(served.url, token, "submitPullRequest", pr={"number": number})
         assert submitted.status_code == 200
+        assert wait_until_read(served.url, token, number) in ("pending", "testing")
         for _ in range(4):
             assert number in states(served.url, token)
         cancelled = post(served.url, token, "cancelPullRequest", pr={"number": number})

@@ -73,8 +73,8 @@ class Served:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.log = log
-        # Without the worker the API alone answers (a PR waits in `pending`), so a test can
-        # look at a state the worker would move on from.
+        # Without the worker the API alone answers (a PR submitted waits `not_ready`, not yet
+        # read), so a test can look at a state the worker would move on from.
         flags = flags if worker else ("--no-worker", *flags)
         with log.open("w") as log_file:
             self.process = subprocess.Popen(
@@ -132,8 +132,13 @@ def serve(env: dict[str, str], workdir: Path, tmp_path: Path) -> Iterator[Callab
 
 
 def test_token_repo_serve_submit_and_status(
-    env: dict[str, str], workdir: Path, tmp_path: Path, serve: Callable[[], Served]
+    env: dict[str, str], workdir: Path, tmp_path: Path, serve: Callable[..., Served]
 ) -> None:
+    """A token, a repository, `keepgreen serve` with its worker, a submit over HTTP and one
+    with the CLI: once the worker read each PR (the submit does not wait on git), the API and
+    `keepgreen status` show its sha, title and author. The queue requires a `ci` check that
+    never reports here, so PR 1 stays testing and PR 2 (high) pending behind it.
+    """
     created = keepgreen("token", "create", "--org", "acme", env=env, cwd=workdir)
     token = created.stdout.splitlines()[-1]
     assert token == token.strip()
@@ -151,7 +156,7 @@ def test_token_repo_serve_submit_and_status(
     )  # fmt: skip
     assert "github.com/acme/widgets" in added.stdout
 
-    served = serve()
+    served = serve(worker=True)
     url = served.url
     headers = {"x-api-token": token}
 
@@ -161,17 +166,19 @@ def test_token_repo_serve_submit_and_status(
     assert post("getQueue").status_code == 404
     created_queue = post("createQueue")
     assert (created_queue.status_code, created_queue.json()) == (200, {})
+    assert post("updateQueue", requiredStatuses=["ci"]).status_code == 200
     submitted = post("submitPullRequest", pr={"number": 1})
     assert (submitted.status_code, submitted.json()) == (200, {})
+    assert wait_for_states(post, {1: "testing"}) == {1: "testing"}, served.output
 
     queue = post("getQueue").json()
     assert [
         (pr["prNumber"], pr["state"], pr["prSha"], pr["prTitle"], pr["prAuthor"])
         for pr in queue["enqueuedPullRequests"]
-    ] == [(1, "pending", sha_1, "Add a", "Grace")]
+    ] == [(1, "testing", sha_1, "Add a", "Grace")]
     pr_1 = post("getSubmittedPullRequest", pr={"number": 1}).json()
     assert (pr_1["state"], pr_1["prSha"], pr_1["isCurrentlySubmittedToQueue"]) == (
-        "pending",
+        "testing",
         sha_1,
         True,
     )
@@ -181,6 +188,8 @@ def test_token_repo_serve_submit_and_status(
     cli_submit = keepgreen("submit", "2", "--repo", REPO_ARG, "--priority", "high",
                            env=client_env, cwd=workdir)  # fmt: skip
     assert cli_submit.stdout == "Submitted #2 to the main queue of github.com/acme/widgets.\n"
+    expected = {1: "testing", 2: "pending"}
+    assert wait_for_states(post, expected) == expected, served.output
     status = json.loads(
         keepgreen("status", "2", "--repo", REPO_ARG, "--json", env=client_env, cwd=workdir).stdout
     )
@@ -190,7 +199,7 @@ def test_token_repo_serve_submit_and_status(
         "high",
         "Ada",
     )
-    assert [pr["prNumber"] for pr in post("getQueue").json()["enqueuedPullRequests"]] == [2, 1]
+    assert [pr["prNumber"] for pr in post("getQueue").json()["enqueuedPullRequests"]] == [1, 2]
 
     unknown = keepgreen("status", "9", "--repo", REPO_ARG, env=client_env, cwd=workdir, check=False)
     message = post("getSubmittedPullRequest", pr={"number": 9}).json()["error"]["message"]

@@ -52,7 +52,9 @@ def test_a_good_and_a_bad_pr_are_told_from_submit_to_merge_and_failure(
     assert _story(log_lines, 2)[-3:] == ["run failed", "pr failure pending", "pr failed"]
     (submitted,) = [line for line in log_lines.events("pr submitted") if line["pr"] == 1]
     assert submitted["queue"] == QUEUE
-    assert submitted["sha"] == scenario.repo.tip("refs/pull/1/head")
+    assert "sha" not in submitted  # the submit does not read git; the worker does
+    (ready,) = [line for line in log_lines.events("pr state changed") if line["pr"] == 1]
+    assert (ready["reason"], ready["sha"]) == ("ready", scenario.repo.tip("refs/pull/1/head"))
     # PR 2 was tested on the predicted branch: main as it was, with PR 1 ahead of it.
     started = {line["prs"][0]: line for line in log_lines.events("run started")}
     assert started[2]["ahead"] == [1]

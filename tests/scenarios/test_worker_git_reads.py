@@ -100,3 +100,38 @@ def test_a_new_head_is_asked_about_again(scenario: Scenario, code_host: Counting
     scenario.settle()
     assert scenario.entry(2).head_sha == new_head
     assert scenario.entry(2).readiness.mergeability is Mergeability.MERGEABLE
+
+
+def test_a_first_submit_asks_git_nothing_and_the_next_pass_reads_it_once(
+    scenario: Scenario, code_host: Counting
+) -> None:
+    """The merge button answers without git: PRs 1 and 2 are submitted and read as `not_ready`
+    with no head. The worker's next pass reads each once (its head, title, author, whether it
+    merges), admits both and tests the first; a number git does not have leaves as
+    `pr_not_found`.
+    """
+    scenario.create_queue(concurrency=1)
+    scenario.ci_answers = False
+    head1 = scenario.pr(1, {"a.txt": "a\n"}, title="Add a")
+    scenario.pr(2, {"b.txt": "b\n"}, title="Add b")
+    scenario.work()
+    code_host.calls.clear()
+    for number in (1, 2, 404):
+        scenario.submit(number)
+    assert sum(code_host.calls.values()) == 0
+    pr = scenario.get_pr(1)
+    assert (pr["state"], pr["prSha"], pr["prTitle"]) == ("not_ready", "", "")
+    assert pr["explanation"]["summary"].startswith("Submitted: keepgreen is reading")
+
+    scenario.work()
+    assert code_host.calls["pull_request"] == 3  # 1, 2 and 404, once each
+    assert code_host.calls["mergeability"] == 2
+    pr = scenario.get_pr(1)
+    assert (pr["state"], pr["prSha"], pr["prTitle"]) == ("testing", head1, "Add a")
+    assert scenario.api_state(2) == "pending"
+    missing = scenario.get_pr(404)
+    assert (missing["state"], missing["explanation"]["reasonCode"]) == ("cancelled", "pr_not_found")
+
+    code_host.calls.clear()
+    scenario.work()
+    assert code_host.calls["pull_request"] == 0  # read once, never again

@@ -176,6 +176,15 @@ def open_and_submit(api: Api, repo: GitRepo, number: int, **fields: object) -> s
     return sha
 
 
+def worker_pass(api: Api) -> None:
+    """One pass of the worker of the app `api` talks to, as `keepgreen serve` runs when a
+    submit wakes it: it reads the PRs submitted since (the submit does not wait on git; until
+    then a PR is `not_ready` with `prSha` ""), admits those that are ready, starts the runs
+    the queue has room for and carries out the rest of its outbox.
+    """
+    api.client.app.state.container.worker.run_once()
+
+
 def pr_verb(api: Api, verb: str, number: int | str) -> Any:
     """A verb that takes only the queue and a PR (cancel, restart, get); the response."""
     return api.post(verb, targetBranch="main", pr={"number": number})

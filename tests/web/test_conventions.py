@@ -27,6 +27,7 @@ from tests.support.wire import (
     pr_verb,
     queue_body,
     submitted,
+    worker_pass,
 )
 
 MIB = 1024 * 1024
@@ -78,7 +79,9 @@ def post_raw(client: TestClient, verb: str, content: Any, token: str | None) -> 
 
 @pytest.fixture
 def with_pr(queue: Api, registered_repo: GitRepo) -> Api:
-    """acme's `main` queue with PR 1 open in git and submitted (pending)."""
+    """acme's `main` queue with PR 1 open in git and submitted: in the queue, `not_ready` and
+    unread until a worker pass reads it (no pass runs here).
+    """
     registered_repo.open_pr(1, {"one.txt": "1\n"}, title="One")
     submitted(queue, 1)
     return queue
@@ -155,7 +158,9 @@ def test_another_orgs_token_changes_nothing(with_pr: Api, other_token: str) -> N
         assert call(with_pr.client, verb, {"x-api-token": other_token}).status_code == 404
     body = get_queue(with_pr)
     assert body["concurrency"] == 1
-    assert [pr["prNumber"] for pr in body["enqueuedPullRequests"]] == [1]
+    assert body["enqueuedPullRequests"] == []  # PR 1 is unread (not_ready), so not listed
+    pr = get_pr(with_pr, 1)
+    assert (pr["state"], pr["isCurrentlySubmittedToQueue"]) == ("not_ready", True)
 
 
 def test_another_org_may_register_a_repo_of_the_same_name(
@@ -390,16 +395,19 @@ def test_enums_in_upper_case_are_answered_lowercase(api: Api) -> None:
 
 
 def test_pr_state_filter_in_mixed_case(with_pr: Api) -> None:
-    response = with_pr.post("listPullRequests", targetBranch="main", state="PeNdInG")
+    response = with_pr.post("listPullRequests", targetBranch="main", state="NoT_rEaDy")
     assert response.status_code == 200, response.text
     assert [(p["prNumber"], p["state"]) for p in response.json()["pullRequests"]] == [
-        (1, "pending")
+        (1, "not_ready")
     ]
+    response = with_pr.post("listPullRequests", targetBranch="main", state="PeNdInG")
+    assert response.status_code == 200, response.text
+    assert response.json()["pullRequests"] == []
 
 
 def test_priority_name_in_upper_case_is_answered_lowercase(with_pr: Api) -> None:
     submitted(with_pr, 1, priority="HIGH")
-    [pr] = get_queue(with_pr)["enqueuedPullRequests"]
+    pr = get_pr(with_pr, 1)
     assert (pr["priorityName"], pr["priorityValue"]) == ("high", 10)
 
 
@@ -468,8 +476,17 @@ def test_a_huge_integer_literal_is_400(with_pr: Api) -> None:
 
 
 def test_the_largest_pr_number_is_accepted(with_pr: Api) -> None:
-    response = with_pr.post("submitPullRequest", targetBranch="main", pr={"number": 2**32 - 1})
-    assert_error(response, 404, "pull_request_not_found")
+    """2**32 - 1 passes validation: the submit takes it unread, and the worker's pass, which
+    finds no such PR in git, cancels it as `pr_not_found`.
+    """
+    largest = 2**32 - 1
+    submitted(with_pr, largest)
+    pr = get_pr(with_pr, largest)
+    assert (pr["prNumber"], pr["state"], pr["prSha"]) == (largest, "not_ready", "")
+    worker_pass(with_pr)
+    pr = get_pr(with_pr, largest)
+    assert (pr["state"], pr["isCurrentlySubmittedToQueue"]) == ("cancelled", False)
+    assert pr["explanation"]["reasonCode"] == "pr_not_found"
 
 
 @pytest.mark.parametrize("number", ["1", " 1 ", "0001"])
@@ -483,7 +500,7 @@ def test_pr_number_as_a_numeric_string_works(
 
 def test_priority_as_a_numeric_string_works(with_pr: Api) -> None:
     submitted(with_pr, 1, priority="42")
-    [pr] = get_queue(with_pr)["enqueuedPullRequests"]
+    pr = get_pr(with_pr, 1)
     assert pr["priorityValue"] == 42
 
 

@@ -22,8 +22,8 @@ from keepgreen.core.model import ChainLink
 from keepgreen.web.pages.guard import CONTENT_SECURITY_POLICY, SESSION_COOKIE
 from tests.conftest import FakeClock
 from tests.support.gitrepo import GitRepo
-from tests.support.store import add_run, entry_now, move_entry
-from tests.support.wire import REPO, Api, open_and_submit
+from tests.support.store import add_run, entry_now, find_queue, move_entry
+from tests.support.wire import REPO, Api, open_and_submit, worker_pass
 
 QUEUE_PATH = "/acme/queues/github.com/acme/widgets/main"
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
@@ -56,10 +56,29 @@ def browser(client: TestClient) -> TestClient:
 
 @pytest.fixture
 def queued(queue: Api, registered_repo: GitRepo) -> Api:
-    """PRs 1 and 2 submitted to acme's `main` queue (no worker runs: they stay pending)."""
+    """PRs 1 and 2 submitted to acme's `main` queue (no worker runs: they stay `not_ready`,
+    unread, as the submit wrote them).
+    """
     open_and_submit(queue, registered_repo, 1)
     open_and_submit(queue, registered_repo, 2)
     return queue
+
+
+def read_and_admitted(queued: Api, container: Container) -> Any:
+    """`queued` after the worker's pass, the queue requiring the `ci` check: PRs 1 and 2 read
+    and admitted, PR 1 testing in the run the pass started (waiting on `ci`), PR 2 pending
+    behind it. The run.
+    """
+    answer = queued.post("updateQueue", targetBranch="main", requiredStatuses=["ci"])
+    assert answer.status_code == 200, answer.text
+    worker_pass(queued)
+    assert (entry_now(container, 1).state, entry_now(container, 2).state) == (
+        PrState.TESTING,
+        PrState.PENDING,
+    )
+    with container.unit_of_work() as uow:
+        [run] = uow.test_runs.list_open(find_queue(uow).id)
+    return run
 
 
 def queue_state(container: Container) -> QueueState:
@@ -244,7 +263,9 @@ def test_another_orgs_actions_are_404_and_change_nothing(
     cancel = client.post(f"{QUEUE_PATH}/pulls/1/cancel", data={"csrf_token": csrf})
     assert cancel.status_code == 404
     assert queue_state(container) is QueueState.RUNNING
-    assert entry_now(container, 1).state is PrState.PENDING
+    entry = entry_now(container, 1)
+    assert (entry.state, entry.state_reason) == (PrState.NOT_READY, StateReason.SUBMITTED)
+    assert entry.is_submitted
 
 
 def test_pages_carry_a_csp_without_inline_scripts_and_the_api_does_not(
@@ -355,8 +376,8 @@ def test_the_queues_page_lists_each_queue_with_its_counts(
 def test_the_queue_page_shows_runs_waiting_prs_and_their_actions(
     client: TestClient, token: str, queued: Api, container: Container, clock: FakeClock
 ) -> None:
-    run = add_run(container, tested=(1,), at=clock() - timedelta(minutes=3))
-    move_entry(container, 1, PrState.TESTING, clock(), StateReason.TESTS_STARTED, run.id)
+    run = read_and_admitted(queued, container)  # PR 1 testing, PR 2 waiting
+    clock.advance(minutes=3)
     sign_in(client, token)
     page = client.get(QUEUE_PATH).text
     box = page[page.index(f"Test run {run.id[:8]}") :]
@@ -427,10 +448,12 @@ def test_a_bad_action_value_is_a_400_page_and_changes_nothing(
 def test_the_live_part_answers_204_until_the_queue_changes(
     client: TestClient, token: str, queued: Api, container: Container
 ) -> None:
+    read_and_admitted(queued, container)  # read: PR 2 has its title, and waits (pending)
     sign_in(client, token)
     first = client.get(f"{QUEUE_PATH}/live")
     version = re.search(r"/live\?v=([0-9a-f]+)", first.text)
     assert version, first.text
+    assert f'action="{QUEUE_PATH}/pulls/2/cancel"' in first.text
     unchanged = client.get(f"{QUEUE_PATH}/live", params={"v": version.group(1)})
     assert unchanged.status_code == 204
     container.pull_requests.cancel(QueueTarget(queue_org(container), REPO, "main"), 2)
@@ -450,6 +473,8 @@ def test_the_pr_page_tells_its_timeline_and_links_its_run_log(
     run = add_run(
         container, tested=(1, 2), at=clock(), sha=sha, status=TestRunStatus.FAILED, chain=chain
     )
+    # The worker's read admits PR 1, a run tests it, and it fails, as the engine writes them.
+    move_entry(container, 1, PrState.PENDING, clock(), StateReason.READY)
     move_entry(container, 1, PrState.TESTING, clock(), StateReason.TESTS_STARTED, run.id)
     move_entry(container, 1, PrState.FAILED, clock(), StateReason.TESTS_FAILED, run.id)
     log_file = container.settings.data_dir / "ci" / "logs" / f"{run.id}.log"

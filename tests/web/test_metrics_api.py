@@ -31,6 +31,7 @@ from tests.support.wire import (
     repo_json,
     submitted,
     update_queue,
+    worker_pass,
 )
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -106,6 +107,14 @@ def add_run(container: Container, clock: FakeClock, number: int, kind: TestRunKi
     return store.add_run(container, tested=(number,), kind=kind, at=clock()).id
 
 
+def admit(container: Container, clock: FakeClock, *numbers: int) -> None:
+    """PRs `numbers`, submitted (`not_ready`, unread), admitted now: `pending`, as the worker's
+    read of a ready PR writes them.
+    """
+    for number in numbers:
+        move_entry(container, number, PrState.PENDING, clock(), StateReason.READY)
+
+
 # -- format -------------------------------------------------------------------------------------
 
 
@@ -168,23 +177,32 @@ def test_no_queue_means_no_series(api: Api) -> None:
 # -- gauges -------------------------------------------------------------------------------------
 
 
-def test_depth_counts_pending_prs_and_awaiting_counts_not_ready(
+def test_depth_counts_admitted_prs_and_awaiting_counts_not_ready(
     queue: Api, registered_repo: GitRepo
 ) -> None:
+    """Submitted PRs await until the worker reads them; its pass admits PRs 1 and 2 (1 testing,
+    2 pending: both in depth) and leaves PR 3, which conflicts with main, awaiting.
+    """
+    update_queue(queue, requiredStatuses=["ci"])  # nothing reports it: PR 1 stays testing
     open_and_submit(queue, registered_repo, 1)
     open_and_submit(queue, registered_repo, 2)
     registered_repo.open_pr(3, {"README.md": "from the PR\n"})
     registered_repo.commit({"README.md": "from main\n"}, "main moves on")
-    submitted(queue, 3)  # conflicts with main: not_ready
+    submitted(queue, 3)
+    families = scrape(queue)
+    assert gauge(families, "mq_depth_current") == 0
+    assert gauge(families, "mq_awaiting_mergeability") == 3
+    worker_pass(queue)
     families = scrape(queue)
     assert gauge(families, "mq_depth_current") == 2
     assert gauge(families, "mq_awaiting_mergeability") == 1
-    assert gauge(families, "mq_testing_slots_active") == 0
+    assert gauge(families, "mq_testing_slots_active") == 1
 
 
 def test_a_paused_queue_holds_new_prs_as_awaiting(queue: Api, registered_repo: GitRepo) -> None:
     update_queue(queue, state="paused")
     open_and_submit(queue, registered_repo, 1)
+    worker_pass(queue)  # reads PR 1; the paused queue does not admit it
     families = scrape(queue)
     assert (gauge(families, "mq_depth_current"), gauge(families, "mq_awaiting_mergeability")) == (
         0,
@@ -233,9 +251,16 @@ def test_the_chosen_batch_size_and_depth_are_the_settings_until_adapted(queue: A
 
 
 def test_cancelled_prs_leave_depth_and_awaiting(queue: Api, registered_repo: GitRepo) -> None:
+    """PR 1 read and admitted (testing), PR 2 submitted after the pass (unread, awaiting)."""
+    update_queue(queue, requiredStatuses=["ci"])  # nothing reports it: PR 1 stays testing
     open_and_submit(queue, registered_repo, 1)
-    assert gauge(scrape(queue), "mq_depth_current") == 1
-    pr_verb(queue, "cancelPullRequest", 1)
+    worker_pass(queue)
+    open_and_submit(queue, registered_repo, 2)
+    families = scrape(queue)
+    assert gauge(families, "mq_depth_current") == 1
+    assert gauge(families, "mq_awaiting_mergeability") == 1
+    for number in (1, 2):
+        assert pr_verb(queue, "cancelPullRequest", number).status_code == 200
     families = scrape(queue)
     assert gauge(families, "mq_depth_current") == 0
     assert gauge(families, "mq_awaiting_mergeability") == 0
@@ -257,6 +282,7 @@ def test_testing_prs_use_the_slots_of_their_runs_kind_and_stay_in_depth(
 ) -> None:
     for number in (1, 2, 3):
         open_and_submit(queue, registered_repo, number)
+    admit(container, clock, 1, 2, 3)
     for number in (1, 2):
         run = add_run(container, clock, number, kind)
         move_entry(container, number, PrState.TESTING, clock(), StateReason.TESTS_STARTED, run)
@@ -273,6 +299,8 @@ def test_a_merged_pr_is_measured_from_pending_to_merged(
     queue: Api, registered_repo: GitRepo, container: Container, clock: FakeClock
 ) -> None:
     open_and_submit(queue, registered_repo, 1)
+    clock.advance(minutes=1)  # waiting to enter the queue is not measured
+    admit(container, clock, 1)
     pending_at = entry_now(container, 1).state_changed_at
     run = add_run(container, clock, 1, TestRunKind.MAIN)
     started = pending_at + timedelta(minutes=2)
@@ -375,6 +403,7 @@ def test_old_conclusions_drop_out_while_recent_ones_stay(
 ) -> None:
     open_and_submit(queue, registered_repo, 1)
     open_and_submit(queue, registered_repo, 2)
+    admit(container, clock, 1, 2)
     move_entry(container, 1, PrState.MERGED, clock(), StateReason.MERGED_BY_QUEUE)
     clock.advance(minutes=45)
     move_entry(container, 2, PrState.MERGED, clock(), StateReason.MERGED_BY_QUEUE)
@@ -390,14 +419,22 @@ def test_old_conclusions_drop_out_while_recent_ones_stay(
 
 @pytest.fixture
 def gadgets(container: Container, queue: Api, tmp_path: Path) -> GitRepo:
-    """A second repository of acme, with a queue for `main` holding one pending PR."""
+    """A second repository of acme, with a queue for `main` holding one PR, read and admitted
+    by the worker's pass (testing: its run waits on the `ci` check, which nothing reports).
+    """
     repo = GitRepo(tmp_path / "gadgets")
     container.admin.add_repository(
         org_slug="acme", ref=GADGETS, git_url=str(repo.path), ci_command=None
     )
     api = Api(queue.client, queue.token, repo_json(GADGETS))
     assert api.post("createQueue", targetBranch="main").status_code == 200
+    assert api.post("updateQueue", targetBranch="main", requiredStatuses=["ci"]).status_code == 200
     open_and_submit(api, repo, 1)
+    worker_pass(api)
+    assert (
+        api.post("getSubmittedPullRequest", targetBranch="main", pr={"number": 1}).json()["state"]
+        == "testing"
+    )
     return repo
 
 

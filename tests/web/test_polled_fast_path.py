@@ -143,16 +143,25 @@ def test_bodies_the_model_refuses_get_the_routes_errors(
 def test_a_resubmit_that_changes_something_or_is_refused_goes_to_the_route(
     submitted: Api,
 ) -> None:
+    """PR 1 is unread (no worker pass), so getQueue does not list it yet: its own answer shows
+    what the resubmits did.
+    """
+    read = {"targetBranch": "main", "pr": PR}
     assert post(submitted, "submitPullRequest", {"targetBranch": "main", "pr": PR}).json() == {}
     bad = post(submitted, "submitPullRequest", {"targetBranch": "main", "pr": PR, "priority": -1})
     assert bad.status_code == 400
     assert "priority" in bad.json()["error"]["message"]
+    assert post(submitted, "getSubmittedPullRequest", read).json()["noBatch"] is False
     changed = post(
         submitted, "submitPullRequest", {"targetBranch": "main", "pr": PR, "noBatch": True}
     )
     assert changed.status_code == 200
-    listed = submitted.post("getQueue", targetBranch="main").json()["enqueuedPullRequests"]
-    assert [pr["noBatch"] for pr in listed] == [True]
+    pr = post(submitted, "getSubmittedPullRequest", read).json()
+    assert (pr["noBatch"], pr["state"], pr["isCurrentlySubmittedToQueue"]) == (
+        True,
+        "not_ready",
+        True,
+    )
 
 
 @pytest.mark.parametrize(("verb", "body"), POLLED, ids=IDS)

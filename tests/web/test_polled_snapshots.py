@@ -21,7 +21,7 @@ from keepgreen.bootstrap import Container
 from keepgreen.web.app import create_app
 from keepgreen.web.snapshots import Snapshots, etag_of, matches
 from tests.support.gitrepo import GitRepo
-from tests.support.wire import REPO, Api, assert_error
+from tests.support.wire import REPO, Api, assert_error, worker_pass
 
 PR = {"number": 1}
 POLLED = (
@@ -30,14 +30,19 @@ POLLED = (
 )
 
 
-def fresh_answer(container: Container, token: str, verb: str, body: dict[str, Any]) -> Any:
-    """The answer of an app with no snapshot at all, on the same database."""
+def fresh_response(container: Container, token: str, verb: str, body: dict[str, Any]) -> Any:
+    """The response of an app with no snapshot at all, on the same database."""
     with TestClient(create_app(container=container)) as other:
-        answer = other.post(
+        return other.post(
             f"/v1/{verb}",
             json={"repo": {"host": REPO.host, "owner": REPO.owner, "name": REPO.name}, **body},
             headers={"x-api-token": token},
         )
+
+
+def fresh_answer(container: Container, token: str, verb: str, body: dict[str, Any]) -> Any:
+    """The answer of an app with no snapshot at all, on the same database (a 200)."""
+    answer = fresh_response(container, token, verb, body)
     assert answer.status_code == 200, answer.text
     return answer.json()
 
@@ -50,6 +55,7 @@ def queue_version(container: Container) -> int:
 
 @pytest.fixture
 def submitted(queue: Api, registered_repo: GitRepo) -> Api:
+    """PR 1 submitted, and unread (no worker pass yet); PR 2 open in git, not submitted."""
     registered_repo.open_pr(1, {"a.txt": "a\n"}, title="Add a")
     registered_repo.open_pr(2, {"b.txt": "b\n"}, title="Add b")
     assert queue.post("submitPullRequest", targetBranch="main", pr=PR).status_code == 200
@@ -60,6 +66,8 @@ def submitted(queue: Api, registered_repo: GitRepo) -> Api:
 def test_if_none_match_gets_304_while_unchanged(
     submitted: Api, verb: str, body: dict[str, Any]
 ) -> None:
+    required = submitted.post("updateQueue", targetBranch="main", requiredStatuses=["ci"])
+    assert required.status_code == 200, required.text
     first = submitted.post(verb, body)
     assert first.status_code == 200
     etag = first.headers["etag"]
@@ -79,14 +87,31 @@ def test_if_none_match_gets_304_while_unchanged(
     assert stale.status_code == 200
     assert stale.content == first.content
 
-    # A change: the old ETag no longer matches, and the new answer has a new one.
-    assert submitted.post("submitPullRequest", targetBranch="main", pr=PR, priority="high")
-    changed = submitted.client.post(
-        f"/v1/{verb}", json=payload, headers=headers | {"if-none-match": etag}
-    )
-    assert changed.status_code == 200
-    assert changed.headers["etag"] != etag
-    assert changed.json() != first.json()
+    # Changes: the old ETag no longer matches, and the new answer has a new one. The worker's
+    # pass reads PR 1 and starts testing it (the queue requires `ci`, so the run waits), which
+    # lists it in getQueue; then a resubmit changes its priority.
+    def read_by_the_worker() -> None:
+        worker_pass(submitted)
+
+    def resubmit_high() -> None:
+        answer = submitted.post("submitPullRequest", targetBranch="main", pr=PR, priority="high")
+        assert answer.status_code == 200, answer.text
+
+    previous = first
+    for change in (read_by_the_worker, resubmit_high):
+        change()
+        changed = submitted.client.post(
+            f"/v1/{verb}",
+            json=payload,
+            headers=headers | {"if-none-match": previous.headers["etag"]},
+        )
+        assert changed.status_code == 200
+        assert changed.headers["etag"] != previous.headers["etag"]
+        assert changed.json() != previous.json()
+        assert changed.headers["etag"] == etag_of(changed.content)
+        previous = changed
+    pr = submitted.post("getSubmittedPullRequest", targetBranch="main", pr=PR).json()
+    assert (pr["state"], pr["priorityName"], pr["prTitle"]) == ("testing", "high", "Add a")
 
 
 def test_an_etag_from_one_call_is_not_a_304_of_another(submitted: Api) -> None:
@@ -102,8 +127,20 @@ def test_an_etag_from_one_call_is_not_a_304_of_another(submitted: Api) -> None:
 def test_each_api_write_is_seen_by_the_next_read(
     submitted: Api, container: Container, token: str
 ) -> None:
+    """Each write, and each worker pass (which reads the PRs submitted since, admits them and
+    starts a run), is seen by the next read of every polled answer, with a new ETag.
+    """
+    pr_2: dict[str, Any] = {"targetBranch": "main", "pr": {"number": 2}}
+    reads: dict[str, tuple[str, dict[str, Any]]] = {  # PR 2's answer is a 404 until it is submitted
+        "getQueue": POLLED[0],
+        "pr 1": POLLED[1],
+        "pr 2": ("getSubmittedPullRequest", pr_2),
+    }
+    worker: tuple[str, dict[str, Any]] = ("worker pass", {})
     writes: list[tuple[str, dict[str, Any]]] = [
+        ("updateQueue", {"targetBranch": "main", "requiredStatuses": ["ci"]}),
         ("submitPullRequest", {"targetBranch": "main", "pr": {"number": 2}}),
+        worker,
         ("submitPullRequest", {"targetBranch": "main", "pr": {"number": 2}, "priority": 1}),
         ("submitPullRequest", {"targetBranch": "main", "pr": PR, "noBatch": True}),
         ("updateQueue", {"targetBranch": "main", "concurrency": 3}),
@@ -114,15 +151,40 @@ def test_each_api_write_is_seen_by_the_next_read(
         ("cancelPullRequest", {"targetBranch": "main", "pr": PR}),
     ]
     for verb, body in writes:
-        before = {call: submitted.post(call, args).json() for call, args in POLLED}
-        written = submitted.post(verb, body)
-        assert written.status_code == 200, (verb, written.text)
-        for call, args in POLLED:
-            served = submitted.post(call, args)
-            assert served.status_code == 200
-            assert served.json() == fresh_answer(container, token, call, args), (verb, call)
+        before = {name: submitted.post(call, args) for name, (call, args) in reads.items()}
+        if (verb, body) == worker:
+            worker_pass(submitted)
+        else:
+            written = submitted.post(verb, body)
+            assert written.status_code == 200, (verb, written.text)
+        after = {name: submitted.post(call, args) for name, (call, args) in reads.items()}
+        for name, (call, args) in reads.items():
+            served, fresh = after[name], fresh_response(container, token, call, args)
+            assert (served.status_code, served.json()) == (fresh.status_code, fresh.json()), (
+                verb,
+                name,
+            )
+        changed = [
+            name
+            for name in reads
+            if (after[name].status_code, after[name].json())
+            != (before[name].status_code, before[name].json())
+        ]
+        for name in changed:  # a changed answer has a new ETag
+            assert after[name].headers.get("etag") != before[name].headers.get("etag"), (verb, name)
         if verb != "setCommitStatus":  # a status of no tested commit changes no answer
-            assert any(submitted.post(c, a).json() != before[c] for c, a in POLLED), verb
+            assert changed, verb
+        if body == pr_2 and verb == "submitPullRequest":  # taken at once, unread
+            answer = after["pr 2"]
+            assert before["pr 2"].status_code == 404
+            assert answer.status_code == 200
+            assert (answer.json()["state"], answer.json()["prSha"]) == ("not_ready", "")
+        if (verb, body) == worker:  # read and admitted: PR 1 testing, PR 2 waiting behind it
+            states = [
+                (pr["prNumber"], pr["state"])
+                for pr in after["getQueue"].json()["enqueuedPullRequests"]
+            ]
+            assert states == [(1, "testing"), (2, "pending")]
 
 
 def test_a_write_outside_the_api_is_seen_by_the_next_read(
@@ -194,8 +256,9 @@ def test_a_resubmit_that_changes_nothing_writes_nothing(
         == 200
     )
     assert queue_version(container) > before
-    listed = submitted.post("getQueue", targetBranch="main").json()["enqueuedPullRequests"]
-    assert [pr["priorityName"] for pr in listed if pr["prNumber"] == 1] == ["high"]
+    # PR 1 is unread (no worker pass), so getQueue does not list it: its own answer shows it.
+    pr = submitted.post("getSubmittedPullRequest", targetBranch="main", pr=PR).json()
+    assert (pr["state"], pr["priorityName"]) == ("not_ready", "high")
 
 
 def test_another_orgs_token_gets_no_snapshot(submitted: Api, other_token: str) -> None:

@@ -1,12 +1,15 @@
 """getSubmittedPullRequest naming the PR by its head branch (`"pr": {"branch": ...}`), as the
 spec allows: the PR from that branch in the queue, else the one from it that left the queue
-last, else 404; a real database and git repository, through the HTTP API.
+last, else 404; a real database and git repository, through the HTTP API. A PR's branch is
+known once the worker has read the PR (the submit does not read git), so the tests run a
+worker pass after submitting.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from tests.conftest import FakeClock
@@ -19,7 +22,18 @@ from tests.support.wire import (
     open_and_submit,
     pr_verb,
     submitted,
+    worker_pass,
 )
+
+
+@pytest.fixture
+def checked(queue: Api) -> Api:
+    """The queue requiring the `ci` check: a PR the worker reads and starts testing stays in
+    the queue (`testing`) until `ci` reports (a queue requiring no check fails its PRs).
+    """
+    answer = queue.post("updateQueue", targetBranch="main", requiredStatuses=["ci"])
+    assert answer.status_code == 200, answer.text
+    return queue
 
 
 def by_branch(api: Api, branch: object, **pr: object) -> Any:
@@ -27,10 +41,14 @@ def by_branch(api: Api, branch: object, **pr: object) -> Any:
 
 
 def test_a_pr_is_found_by_its_branch_with_the_same_answer_as_by_number(
-    queue: Api, registered_repo: GitRepo
+    checked: Api, registered_repo: GitRepo
 ) -> None:
+    queue = checked
     open_and_submit(queue, registered_repo, 5)  # its branch is pr-5
     open_and_submit(queue, registered_repo, 6)
+    # Unread, the PR's branch is not known yet.
+    assert_error(by_branch(queue, "pr-6"), 404, "pull_request_not_found")
+    worker_pass(queue)
     response = by_branch(queue, "pr-6")
     assert response.status_code == 200, response.text
     assert response.json() == get_pr(queue, 6)
@@ -38,20 +56,27 @@ def test_a_pr_is_found_by_its_branch_with_the_same_answer_as_by_number(
 
 
 def test_a_reused_branch_names_the_pr_in_the_queue_then_the_last_to_leave(
-    queue: Api, registered_repo: GitRepo, clock: FakeClock
+    checked: Api, registered_repo: GitRepo, clock: FakeClock
 ) -> None:
+    queue = checked
     # A bot opens PR 5 from `bot/deps`; once it left the queue, PR 6 from the same branch.
     head5 = registered_repo.open_pr(5, {"a.txt": "5\n"})
     registered_repo.git("branch", "-f", "bot/deps", head5)
     submitted(queue, 5)
-    assert by_branch(queue, "bot/deps").json()["prNumber"] == 5
+    worker_pass(queue)
+    found = by_branch(queue, "bot/deps").json()
+    assert (found["prNumber"], found["state"]) == (5, "testing")
     clock.advance(minutes=1)
     assert pr_verb(queue, "cancelPullRequest", 5).status_code == 200
     head6 = registered_repo.open_pr(6, {"b.txt": "6\n"})
     registered_repo.git("branch", "-f", "bot/deps", head6)
     clock.advance(minutes=1)
     submitted(queue, 6)
-    assert by_branch(queue, "bot/deps").json()["prNumber"] == 6  # the one in the queue
+    # PR 6 unread: its branch is not known yet, so the branch still names PR 5, which left.
+    assert by_branch(queue, "bot/deps").json()["prNumber"] == 5
+    worker_pass(queue)
+    found = by_branch(queue, "bot/deps").json()  # the one in the queue
+    assert (found["prNumber"], found["state"]) == (6, "testing")
     clock.advance(minutes=1)
     assert pr_verb(queue, "cancelPullRequest", 6).status_code == 200
     found = by_branch(queue, "bot/deps").json()  # both left: the last to leave
@@ -59,17 +84,22 @@ def test_a_reused_branch_names_the_pr_in_the_queue_then_the_last_to_leave(
 
 
 def test_a_pr_in_the_queue_wins_over_one_that_left_later(
-    queue: Api, registered_repo: GitRepo, clock: FakeClock
+    checked: Api, registered_repo: GitRepo, clock: FakeClock
 ) -> None:
+    queue = checked
     head5 = registered_repo.open_pr(5, {"a.txt": "5\n"})
     registered_repo.git("branch", "-f", "bot/deps", head5)
     submitted(queue, 5)
+    worker_pass(queue)  # read while `bot/deps` points at its head
     head6 = registered_repo.open_pr(6, {"b.txt": "6\n"})
     registered_repo.git("branch", "-f", "bot/deps", head6)
     submitted(queue, 6)
+    worker_pass(queue)
+    assert get_pr(queue, 6)["state"] == "pending"  # read, waiting behind PR 5
     clock.advance(minutes=1)
     assert pr_verb(queue, "cancelPullRequest", 6).status_code == 200
-    assert by_branch(queue, "bot/deps").json()["prNumber"] == 5
+    found = by_branch(queue, "bot/deps").json()
+    assert (found["prNumber"], found["state"]) == (5, "testing")
 
 
 def test_a_branch_no_submitted_pr_came_from_is_404(queue: Api, registered_repo: GitRepo) -> None:
@@ -102,10 +132,13 @@ def test_number_and_branch_together_or_neither_is_400(queue: Api, registered_rep
 
 
 def test_the_etag_of_an_answer_by_branch_gets_304_until_the_pr_changes(
-    queue: Api, registered_repo: GitRepo, client: TestClient
+    checked: Api, registered_repo: GitRepo, client: TestClient
 ) -> None:
+    queue = checked
     open_and_submit(queue, registered_repo, 5)
+    worker_pass(queue)  # reads PR 5, and so its branch
     first = by_branch(queue, "pr-5")
+    assert first.status_code == 200, first.text
     etag = first.headers["etag"]
     body = {"repo": queue.repo, "targetBranch": "main", "pr": {"branch": "pr-5"}}
     headers = {"x-api-token": queue.token, "if-none-match": etag}

@@ -1,8 +1,10 @@
 """Pull requests through the HTTP API (trunk-v1-api.md §2.1-§2.6, §2.12, §3.1): submit, cancel,
 restart, read, list, impacted targets and testing details, on a real database and git repository.
 
-The queue engine is not part of these tests: states it would set (testing, merged, ...) and test
-runs are written directly through the unit of work.
+A submit answers at once and leaves the PR unread (`not_ready`, no head): tests that need it read
+and admitted run one worker pass (`worker_pass`), which also starts the run its queue has room for
+(concurrency 1: the first PR is then `testing`). Other states the engine would set (merged,
+failed, ...) and test runs are written directly through the unit of work.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from tests.support.wire import (
     submit,
     submitted,
     update_queue,
+    worker_pass,
 )
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -91,11 +94,26 @@ def details(api: Api, run_id: str) -> Any:
     return api.post("getMergeQueueTestingDetails", targetBranch="main", testRunId=run_id)
 
 
+# The queues here require a status check, so that a run the worker starts stays `testing` until
+# one is reported (a queue requiring none fails the PRs it would test: nothing tests them).
+REQUIRED = ["ci/build"]
+
+
+@pytest.fixture
+def queue(api: Api) -> Api:
+    """The API with a queue for `main` created, requiring a status check."""
+    response = api.post("createQueue", targetBranch="main")
+    assert response.status_code == 200, response.text
+    update_queue(api, requiredStatuses=REQUIRED)
+    return api
+
+
 @pytest.fixture
 def parallel(api: Api) -> Api:
-    """The API with a parallel-mode queue for `main`."""
+    """The API with a parallel-mode queue for `main`, requiring a status check."""
     response = api.post("createQueue", targetBranch="main", mode="parallel")
     assert response.status_code == 200, response.text
+    update_queue(api, requiredStatuses=REQUIRED)
     return api
 
 
@@ -105,9 +123,15 @@ def parallel(api: Api) -> Api:
 def test_submit_answers_empty_object_and_defaults_to_medium(
     queue: Api, registered_repo: GitRepo
 ) -> None:
-    open_and_submit(queue, registered_repo, 1)
+    """The submit answers at once: the PR is unread, `not_ready`, until the worker reads it."""
+    sha = open_and_submit(queue, registered_repo, 1)
     pr = get_pr(queue, 1)
-    assert pr["state"] == "pending"
+    assert (pr["state"], pr["prSha"], pr["prTitle"], pr["prAuthor"]) == ("not_ready", "", "", "")
+    assert pr["explanation"]["reasonCode"] == "submitted"
+    assert pr["readiness"]["gitHubMergeability"] == "unspecified"
+    worker_pass(queue)
+    pr = get_pr(queue, 1)
+    assert (pr["state"], pr["prSha"]) == ("testing", sha)  # concurrency 1: its run started
     assert (pr["priorityValue"], pr["priorityName"]) == (100, "medium")
     assert pr["usedDefaultPriorityName"] == "medium"
     assert pr["skipTheLine"] is False
@@ -217,29 +241,45 @@ def test_resubmitting_a_testing_pr_keeps_it_testing(
 def test_resubmitting_after_cancel_starts_a_new_episode_on_the_same_id(
     queue: Api, registered_repo: GitRepo, clock: FakeClock
 ) -> None:
-    open_and_submit(queue, registered_repo, 1)
+    sha = open_and_submit(queue, registered_repo, 1)
+    worker_pass(queue)
     assert pr_verb(queue, "cancelPullRequest", 1).status_code == 200
     cancelled = get_pr(queue, 1)
     clock.advance(minutes=5)
     submitted(queue, 1)
     again = get_pr(queue, 1)
     assert again["id"] == cancelled["id"]
-    assert again["state"] == "pending"
+    assert (again["state"], again["prSha"]) == ("not_ready", "")  # unread again
+    assert again["explanation"]["reasonCode"] == "submitted"
     assert again["isCurrentlySubmittedToQueue"] is True
     assert parse_iso(again["stateChangedAt"]) >= parse_iso(cancelled["stateChangedAt"]) + (
         timedelta(minutes=5)
     )
+    worker_pass(queue)
+    read = get_pr(queue, 1)
+    assert (read["id"], read["state"], read["prSha"]) == (cancelled["id"], "testing", sha)
 
 
 def test_submit_accepts_the_pr_number_as_a_string(queue: Api, registered_repo: GitRepo) -> None:
     sha = registered_repo.open_pr(12, {"a.txt": "a\n"})
     assert submit(queue, "12").status_code == 200
+    worker_pass(queue)
     assert get_pr(queue, 12)["prSha"] == sha
 
 
-def test_submit_of_an_unknown_pr_is_404(queue: Api) -> None:
-    response = submit(queue, 77)
-    assert_error(response, 404, "pull_request_not_found")
+def test_submit_of_an_unknown_pr_is_accepted_then_cancelled_as_not_found(queue: Api) -> None:
+    """The submit does not ask git: a PR git does not have is accepted, unread, and the
+    worker's pass takes it out as `pr_not_found`.
+    """
+    submitted(queue, 77)
+    pr = get_pr(queue, 77)
+    assert (pr["state"], pr["prSha"]) == ("not_ready", "")
+    assert pr["explanation"]["reasonCode"] == "submitted"
+    worker_pass(queue)
+    pr = get_pr(queue, 77)
+    assert pr["state"] == "cancelled"
+    assert pr["explanation"]["reasonCode"] == "pr_not_found"
+    assert pr["isCurrentlySubmittedToQueue"] is False
 
 
 def test_submit_to_a_branch_without_queue_is_404(queue: Api, registered_repo: GitRepo) -> None:
@@ -267,9 +307,10 @@ def test_a_draining_queue_still_updates_prs_already_in_it(
 
 def test_submit_to_a_paused_queue_stays_not_ready(queue: Api, registered_repo: GitRepo) -> None:
     update_queue(queue, state="paused")
-    open_and_submit(queue, registered_repo, 1)
+    sha = open_and_submit(queue, registered_repo, 1)
+    worker_pass(queue)
     pr = get_pr(queue, 1)
-    assert pr["state"] == "not_ready"
+    assert (pr["state"], pr["prSha"]) == ("not_ready", sha)  # read, but not admitted
     assert pr["isCurrentlySubmittedToQueue"] is True
     assert pr["readiness"]["gitHubMergeability"] == "mergeable"
 
@@ -278,6 +319,7 @@ def test_a_pr_conflicting_with_main_is_not_ready(queue: Api, registered_repo: Gi
     registered_repo.open_pr(1, {"README.md": "from the PR\n"})
     registered_repo.commit({"README.md": "from main\n"}, "main moves on")
     submitted(queue, 1)
+    worker_pass(queue)
     pr = get_pr(queue, 1)
     assert pr["state"] == "not_ready"
     assert pr["readiness"]["gitHubMergeability"] == "not_mergeable"
@@ -288,13 +330,15 @@ def test_parallel_mode_waits_for_impacted_targets_of_the_head(
     parallel: Api, registered_repo: GitRepo
 ) -> None:
     sha = open_and_submit(parallel, registered_repo, 1)
+    worker_pass(parallel)
     pr = get_pr(parallel, 1)
-    assert pr["state"] == "not_ready"
+    assert (pr["state"], pr["prSha"]) == ("not_ready", sha)
+    assert pr["readiness"]["gitHubMergeability"] == "mergeable"
     assert pr["readiness"]["requiresImpactedTargets"] is True
     assert pr["readiness"]["hasImpactedTargets"] is False
     assert set_targets(parallel, 1, sha, ["//app:lib"]).status_code == 200
     pr = get_pr(parallel, 1)
-    assert pr["state"] == "pending"
+    assert pr["state"] == "testing"  # admitted, and its run started in the same decision
     assert pr["readiness"]["hasImpactedTargets"] is True
 
 
@@ -324,13 +368,18 @@ def test_targets_uploaded_before_submit_admit_at_once(
     sha = registered_repo.open_pr(1, {"a.txt": "a\n"})
     assert set_targets(parallel, 1, sha, "ALL").status_code == 200
     submitted(parallel, 1)
-    assert get_pr(parallel, 1)["state"] == "pending"
+    assert get_pr(parallel, 1)["state"] == "not_ready"  # unread: its head is not known yet
+    worker_pass(parallel)  # reads the head, finds its targets and admits it in the one pass
+    pr = get_pr(parallel, 1)
+    assert (pr["state"], pr["prSha"]) == ("testing", sha)
+    assert pr["readiness"]["hasImpactedTargets"] is True
 
 
 def test_resubmitting_a_merged_pr_with_the_same_head_is_409(
     queue: Api, registered_repo: GitRepo, container: Container, clock: FakeClock
 ) -> None:
     open_and_submit(queue, registered_repo, 1)
+    worker_pass(queue)
     move(container, clock, 1, PrState.MERGED, StateReason.MERGED_BY_QUEUE)
     response = submit(queue, 1)
     assert_error(response, 409, "already_merged")
@@ -341,21 +390,26 @@ def test_a_merged_pr_with_a_new_head_may_be_submitted_again(
     queue: Api, registered_repo: GitRepo, container: Container, clock: FakeClock
 ) -> None:
     open_and_submit(queue, registered_repo, 1)
+    worker_pass(queue)
     first_id = get_pr(queue, 1)["id"]
     move(container, clock, 1, PrState.MERGED, StateReason.MERGED_BY_QUEUE)
     new_sha = registered_repo.open_pr(1, {"b.txt": "b\n"})
     submitted(queue, 1)
+    worker_pass(queue)
     pr = get_pr(queue, 1)
-    assert (pr["state"], pr["prSha"], pr["id"]) == ("pending", new_sha, first_id)
+    assert (pr["state"], pr["prSha"], pr["id"]) == ("testing", new_sha, first_id)
 
 
 def test_a_failed_pr_may_be_resubmitted(
     queue: Api, registered_repo: GitRepo, container: Container, clock: FakeClock
 ) -> None:
     open_and_submit(queue, registered_repo, 1)
+    worker_pass(queue)
     move(container, clock, 1, PrState.FAILED, StateReason.TESTS_FAILED)
     submitted(queue, 1)
-    assert get_pr(queue, 1)["state"] == "pending"
+    assert get_pr(queue, 1)["state"] == "not_ready"
+    worker_pass(queue)
+    assert get_pr(queue, 1)["state"] == "testing"
 
 
 # -- cancelPullRequest --------------------------------------------------------------------------
@@ -405,9 +459,12 @@ def test_a_merged_pr_cannot_be_cancelled(
 
 def test_restarting_a_pending_pr_is_409(queue: Api, registered_repo: GitRepo) -> None:
     open_and_submit(queue, registered_repo, 1)
-    response = pr_verb(queue, "restartTestsOnPullRequest", 1)
+    open_and_submit(queue, registered_repo, 2)
+    worker_pass(queue)  # concurrency 1: PR 1 testing, PR 2 pending behind it
+    assert get_pr(queue, 2)["state"] == "pending"
+    response = pr_verb(queue, "restartTestsOnPullRequest", 2)
     assert_error(response, 409, "not_restartable")
-    assert get_pr(queue, 1)["state"] == "pending"
+    assert get_pr(queue, 2)["state"] == "pending"
 
 
 @pytest.mark.parametrize("state", [PrState.TESTING, PrState.PENDING_FAILURE])
@@ -447,8 +504,23 @@ def test_get_submitted_pull_request_has_the_documented_shape(
     before = clock.now
     submitted(queue, 7)
     after = clock.now
+    unread = get_pr(queue, 7)
+    assert set(unread) == SUBMITTED_KEYS | OWN_SUBMITTED_KEYS
+    assert before < parse_iso(unread["stateChangedAt"]) <= after
+    assert (unread["state"], unread["prSha"], unread["prTitle"], unread["prAuthor"]) == (
+        "not_ready",
+        "",
+        "",
+        "",
+    )
+    assert unread["readiness"]["gitHubMergeability"] == "unspecified"
+    assert unread["explanation"]["reasonCode"] == "submitted"
+    before = clock.now
+    worker_pass(queue)
+    after = clock.now
     pr = get_pr(queue, 7)
     assert set(pr) == SUBMITTED_KEYS | OWN_SUBMITTED_KEYS
+    assert (pr["id"], pr["state"]) == (unread["id"], "testing")
     assert pr["incidents"] == []  # nothing went wrong with the git server
     assert set(pr["readiness"]) == READINESS_KEYS
     uuid.UUID(pr["id"])
@@ -504,23 +576,28 @@ def listed(api: Api, **fields: object) -> dict[str, Any]:
     return body
 
 
-def three_states(api: Api, repo: GitRepo) -> None:
-    """PR 1 pending, PR 2 not_ready (conflicts with main), PR 3 cancelled."""
+def four_states(api: Api, repo: GitRepo) -> None:
+    """PR 1 testing, PR 2 not_ready (conflicts with main), PR 3 cancelled, PR 4 pending
+    (the queue tests one PR at a time).
+    """
     open_and_submit(api, repo, 1)
     repo.open_pr(2, {"README.md": "from the PR\n"})
     repo.commit({"README.md": "from main\n"}, "main moves on")
     submitted(api, 2)
     open_and_submit(api, repo, 3)
+    open_and_submit(api, repo, 4)
+    worker_pass(api)
     assert pr_verb(api, "cancelPullRequest", 3).status_code == 200
 
 
 def test_list_shows_every_state_in_submission_order(queue: Api, registered_repo: GitRepo) -> None:
-    three_states(queue, registered_repo)
+    four_states(queue, registered_repo)
     body = listed(queue)
     assert [(pr["prNumber"], pr["state"]) for pr in body["pullRequests"]] == [
-        (1, "pending"),
+        (1, "testing"),
         (2, "not_ready"),
         (3, "cancelled"),
+        (4, "pending"),
     ]
     assert not body.get("nextCursor")
     assert set(body["pullRequests"][0]) == ENQUEUED_KEYS
@@ -528,12 +605,18 @@ def test_list_shows_every_state_in_submission_order(queue: Api, registered_repo:
 
 @pytest.mark.parametrize(
     ("state", "expected"),
-    [("PENDING", [1]), ("Not_Ready", [2]), ("cancelled", [3]), ("merged", [])],
+    [
+        ("Testing", [1]),
+        ("PENDING", [4]),
+        ("Not_Ready", [2]),
+        ("cancelled", [3]),
+        ("merged", []),
+    ],
 )
 def test_list_filters_by_state_in_any_case(
     queue: Api, registered_repo: GitRepo, state: str, expected: list[int]
 ) -> None:
-    three_states(queue, registered_repo)
+    four_states(queue, registered_repo)
     assert numbers_of(listed(queue, state=state)) == expected
 
 
@@ -678,30 +761,37 @@ def test_targets_for_an_old_head_do_not_make_the_current_head_ready(
     old = registered_repo.open_pr(5, {"a.txt": "a\n"})
     new = registered_repo.open_pr(5, {"a.txt": "a, pushed again\n"})
     submitted(parallel, 5)
+    worker_pass(parallel)
+    assert get_pr(parallel, 5)["prSha"] == new
     assert set_targets(parallel, 5, old, ["//a"]).status_code == 200
     pr = get_pr(parallel, 5)
     assert (pr["state"], pr["readiness"]["hasImpactedTargets"]) == ("not_ready", False)
     assert set_targets(parallel, 5, new, ["//a"]).status_code == 200
     pr = get_pr(parallel, 5)
-    assert (pr["state"], pr["readiness"]["hasImpactedTargets"]) == ("pending", True)
+    assert (pr["state"], pr["readiness"]["hasImpactedTargets"]) == ("testing", True)
 
 
 def test_a_sha_in_upper_case_names_the_same_head(parallel: Api, registered_repo: GitRepo) -> None:
     sha = open_and_submit(parallel, registered_repo, 5)
+    worker_pass(parallel)
+    assert get_pr(parallel, 5)["state"] == "not_ready"  # read; waits for its targets
     assert set_targets(parallel, 5, sha.upper(), []).status_code == 200
-    assert get_pr(parallel, 5)["state"] == "pending"
+    assert get_pr(parallel, 5)["state"] == "testing"  # admitted and its run started
 
 
 def test_pr_number_as_a_string_is_accepted(parallel: Api, registered_repo: GitRepo) -> None:
     sha = open_and_submit(parallel, registered_repo, 5)
+    worker_pass(parallel)
+    assert get_pr(parallel, 5)["state"] == "not_ready"  # read; waits for its targets
     assert set_targets(parallel, "5", sha, "ALL").status_code == 200
-    assert get_pr(parallel, 5)["state"] == "pending"
+    assert get_pr(parallel, 5)["state"] == "testing"  # admitted and its run started
 
 
 def test_the_last_upload_wins(
     queue: Api, registered_repo: GitRepo, container: Container, clock: FakeClock
 ) -> None:
     sha = open_and_submit(queue, registered_repo, 5)
+    worker_pass(queue)
     assert set_targets(queue, 5, sha, ["//a", "//b"]).status_code == 200
     assert set_targets(queue, 5, sha, ["//c"]).status_code == 200
     run = add_test_run(container, clock, tested=(5,))
@@ -766,6 +856,7 @@ def test_testing_details_describe_the_run(
     open_and_submit(queue, registered_repo, 1)
     open_and_submit(queue, registered_repo, 2)
     open_and_submit(queue, registered_repo, 3)
+    worker_pass(queue)  # reads their titles
     move(container, clock, 2, PrState.TESTING)
     move(container, clock, 3, PrState.TESTING)
     run = add_test_run(container, clock, tested=(2, 3), dependent=(1,))
@@ -838,6 +929,7 @@ def test_testing_details_report_impacted_targets_once_uploaded(
 ) -> None:
     dependent_sha = open_and_submit(queue, registered_repo, 1)
     tested_sha = open_and_submit(queue, registered_repo, 2)
+    worker_pass(queue)
     run = add_test_run(container, clock, tested=(2,), dependent=(1,))
     set_targets(queue, 1, dependent_sha, ["//lib:a", "//lib:b"])
     set_targets(queue, 2, tested_sha, ["//app:c", "//lib:b"])

@@ -28,6 +28,7 @@ from tests.support.wire import (
     pr_verb,
     submitted,
     update_queue,
+    worker_pass,
 )
 
 # -- createQueue ---------------------------------------------------------------------------------
@@ -285,8 +286,27 @@ def test_mode_change_on_an_empty_queue_is_immediate(queue: Api) -> None:
     assert update_queue(queue, mode="single")["mode"] == "single"
 
 
+def require_ci(queue: Api) -> None:
+    """`main` requires the `ci` check, which nothing here reports: a run the worker starts stays
+    open and its PRs `testing` (with no check required, the queue would fail the PR at once).
+    """
+    update_queue(queue, requiredStatuses=["ci"])
+
+
+def pending_prs(queue: Api, repo: GitRepo, *numbers: int) -> None:
+    """PRs `numbers` submitted, read and admitted by the worker's pass, and left `pending`: the
+    queue batches and waits for a batch of more PRs than these before it starts a run.
+    """
+    require_ci(queue)
+    update_queue(queue, batch=True, batchingMinSize=len(numbers) + 1, batchingMaxWaitTimeMinutes=60)
+    for number in numbers:
+        open_and_submit(queue, repo, number)
+    worker_pass(queue)
+    assert [get_pr(queue, number)["state"] for number in numbers] == ["pending"] * len(numbers)
+
+
 def test_mode_change_with_a_pending_pr_switches_modes(queue: Api, registered_repo: GitRepo) -> None:
-    open_and_submit(queue, registered_repo, 1)
+    pending_prs(queue, registered_repo, 1)
     answered = update_queue(queue, mode="parallel")
     assert answered["state"] == "switching_modes"
     assert answered["mode"] == "single"  # the new mode applies once the queue has emptied
@@ -294,7 +314,7 @@ def test_mode_change_with_a_pending_pr_switches_modes(queue: Api, registered_rep
 
 
 def test_same_mode_with_a_pending_pr_does_not_switch(queue: Api, registered_repo: GitRepo) -> None:
-    open_and_submit(queue, registered_repo, 1)
+    pending_prs(queue, registered_repo, 1)
     assert update_queue(queue, mode="SINGLE")["state"] == "running"
 
 
@@ -305,8 +325,12 @@ def test_same_mode_with_a_pending_pr_does_not_switch(queue: Api, registered_repo
 def test_update_queue_while_switching_modes_is_409(
     queue: Api, registered_repo: GitRepo, fields: dict[str, object]
 ) -> None:
+    require_ci(queue)
     open_and_submit(queue, registered_repo, 1)
+    worker_pass(queue)
+    assert get_pr(queue, 1)["state"] == "testing"
     before = update_queue(queue, mode="parallel")
+    assert before["state"] == "switching_modes"
     response = queue.post("updateQueue", targetBranch="main", **fields)
     assert_error(response, 409, "mode_change_in_progress")
     assert {
@@ -319,6 +343,7 @@ def test_mode_change_with_only_a_not_ready_pr_is_immediate(
 ) -> None:
     update_queue(queue, state="paused")
     open_and_submit(queue, registered_repo, 1)
+    worker_pass(queue)  # reads PR 1, but a paused queue does not admit it
     assert get_pr(queue, 1)["state"] == "not_ready"
     answered = update_queue(queue, mode="parallel")
     assert (answered["state"], answered["mode"]) == ("paused", "parallel")
@@ -327,7 +352,10 @@ def test_mode_change_with_only_a_not_ready_pr_is_immediate(
 def test_mode_change_after_the_pr_was_cancelled_is_immediate(
     queue: Api, registered_repo: GitRepo
 ) -> None:
+    require_ci(queue)
     open_and_submit(queue, registered_repo, 1)
+    worker_pass(queue)
+    assert get_pr(queue, 1)["state"] == "testing"
     cancel = pr_verb(queue, "cancelPullRequest", 1)
     assert cancel.status_code == 200, cancel.text
     answered = update_queue(queue, mode="parallel")
@@ -335,6 +363,11 @@ def test_mode_change_after_the_pr_was_cancelled_is_immediate(
 
 
 # -- getQueue ------------------------------------------------------------------------------------
+
+
+def listed(queue: Api) -> list[tuple[int, str]]:
+    """The PRs getQueue lists for `main`, in queue order: (number, state)."""
+    return [(pr["prNumber"], pr["state"]) for pr in get_queue(queue)["enqueuedPullRequests"]]
 
 
 def test_get_queue_has_exactly_the_config_and_the_pull_requests(queue: Api) -> None:
@@ -356,8 +389,11 @@ def test_get_queue_default_config(queue: Api) -> None:
 
 
 def test_get_queue_describes_an_enqueued_pull_request(queue: Api, registered_repo: GitRepo) -> None:
+    require_ci(queue)
     sha = registered_repo.open_pr(4, {"x.txt": "x\n"}, title="Add x", author="Grace Hopper")
     submitted(queue, 4)
+    assert get_queue(queue)["enqueuedPullRequests"] == []  # not read yet: not_ready
+    worker_pass(queue)  # reads it, admits it and starts its run
     [pr] = get_queue(queue)["enqueuedPullRequests"]
     assert set(pr) == ENQUEUED_KEYS
     assert pr["prNumber"] == 4
@@ -365,7 +401,7 @@ def test_get_queue_describes_an_enqueued_pull_request(queue: Api, registered_rep
     assert pr["prTitle"] == "Add x"
     assert pr["prAuthor"] == "Grace Hopper"
     assert pr["prBaseBranch"] == "main"
-    assert pr["state"] == "pending"
+    assert pr["state"] == "testing"
     assert (pr["priorityName"], pr["priorityValue"]) == ("medium", 100)
     assert pr["usedDefaultPriorityName"] == "medium"
     assert (pr["skipTheLine"], pr["noBatch"]) == (False, False)
@@ -376,75 +412,102 @@ def test_get_queue_describes_an_enqueued_pull_request(queue: Api, registered_rep
 def test_get_queue_lists_pull_requests_in_submission_order(
     queue: Api, registered_repo: GitRepo
 ) -> None:
+    require_ci(queue)
     for number in (7, 3, 5):
         open_and_submit(queue, registered_repo, number)
-    assert enqueued_numbers(queue) == [7, 3, 5]
+    worker_pass(queue)
+    assert listed(queue) == [(7, "testing"), (3, "pending"), (5, "pending")]
 
 
 def test_get_queue_orders_pending_pull_requests_by_priority(
     queue: Api, registered_repo: GitRepo
 ) -> None:
+    require_ci(queue)
     open_and_submit(queue, registered_repo, 1)  # medium (100)
     open_and_submit(queue, registered_repo, 2, priority="low")  # 200
     open_and_submit(queue, registered_repo, 3, priority="high")  # 10
     open_and_submit(queue, registered_repo, 4, priority=150)
     open_and_submit(queue, registered_repo, 5, priority="urgent")  # 0
     open_and_submit(queue, registered_repo, 6)  # medium, after 1
-    assert enqueued_numbers(queue) == [5, 3, 1, 6, 4, 2]
+    worker_pass(queue)
+    assert listed(queue) == [(5, "testing")] + [(n, "pending") for n in (3, 1, 6, 4, 2)]
 
 
 def test_get_queue_priority_ties_keep_submission_order(
     queue: Api, registered_repo: GitRepo
 ) -> None:
+    require_ci(queue)
     for number in (9, 2, 8):
         open_and_submit(queue, registered_repo, number, priority="high")
     open_and_submit(queue, registered_repo, 1, priority=10)
-    assert enqueued_numbers(queue) == [9, 2, 8, 1]
+    worker_pass(queue)
+    assert listed(queue) == [(9, "testing"), (2, "pending"), (8, "pending"), (1, "pending")]
 
 
 def test_resubmitting_with_a_higher_priority_moves_a_pull_request_up(
     queue: Api, registered_repo: GitRepo
 ) -> None:
+    """PR 3 moves ahead of PR 2, which waits; PR 1, testing, keeps its place in front (only
+    `urgent` interrupts a run).
+    """
+    require_ci(queue)
     for number in (1, 2, 3):
         open_and_submit(queue, registered_repo, number)
+    worker_pass(queue)
+    assert listed(queue) == [(1, "testing"), (2, "pending"), (3, "pending")]
     submitted(queue, 3, priority="high")
-    assert enqueued_numbers(queue) == [3, 1, 2]
-    [first, *_] = get_queue(queue)["enqueuedPullRequests"]
-    assert (first["priorityName"], first["priorityValue"]) == ("high", 10)
+    assert listed(queue) == [(1, "testing"), (3, "pending"), (2, "pending")]
+    [_, moved, _] = get_queue(queue)["enqueuedPullRequests"]
+    assert (moved["priorityName"], moved["priorityValue"]) == ("high", 10)
 
 
 def test_get_queue_leaves_out_a_pull_request_that_conflicts_with_main(
     queue: Api, registered_repo: GitRepo
 ) -> None:
+    require_ci(queue)
     registered_repo.open_pr(1, {"README.md": "from the PR\n"})
     registered_repo.commit({"README.md": "from main\n"}, "change README on main")
     open_and_submit(queue, registered_repo, 2)
     submitted(queue, 1)
-    assert get_pr(queue, 1)["state"] == "not_ready"
-    assert enqueued_numbers(queue) == [2]
+    worker_pass(queue)  # reads both: PR 2 is admitted (and tested), PR 1 conflicts
+    conflicting = get_pr(queue, 1)
+    assert conflicting["state"] == "not_ready"
+    assert conflicting["prSha"]
+    assert conflicting["readiness"]["gitHubMergeability"] == "not_mergeable"
+    assert listed(queue) == [(2, "testing")]
 
 
 def test_get_queue_leaves_out_pull_requests_submitted_while_paused(
     queue: Api, registered_repo: GitRepo
 ) -> None:
+    require_ci(queue)
     open_and_submit(queue, registered_repo, 1)
+    worker_pass(queue)
     update_queue(queue, state="paused")
     open_and_submit(queue, registered_repo, 2)
+    worker_pass(queue)  # reads PR 2, but a paused queue does not admit it
     assert get_pr(queue, 2)["state"] == "not_ready"
+    assert get_pr(queue, 2)["prSha"]
     body = get_queue(queue)
     assert body["state"] == "paused"
     assert [pr["prNumber"] for pr in body["enqueuedPullRequests"]] == [1]
 
 
 def test_get_queue_leaves_out_cancelled_pull_requests(queue: Api, registered_repo: GitRepo) -> None:
+    require_ci(queue)
     open_and_submit(queue, registered_repo, 1)
     open_and_submit(queue, registered_repo, 2)
+    worker_pass(queue)
+    assert listed(queue) == [(1, "testing"), (2, "pending")]
     assert pr_verb(queue, "cancelPullRequest", 1).status_code == 200
     assert enqueued_numbers(queue) == [2]
 
 
 def test_get_queue_only_lists_its_own_branch(queue: Api, registered_repo: GitRepo) -> None:
+    require_ci(queue)
     open_and_submit(queue, registered_repo, 1)
+    worker_pass(queue)
+    assert enqueued_numbers(queue) == [1]
     assert queue.post("createQueue", targetBranch="release").status_code == 200
     assert get_queue(queue, "release")["enqueuedPullRequests"] == []
 
@@ -478,22 +541,26 @@ def test_a_deleted_queue_can_be_created_again_with_defaults(queue: Api) -> None:
 
 def test_delete_queue_with_a_pending_pr_is_400(queue: Api, registered_repo: GitRepo) -> None:
     """400, as the hosted service answers (its Terraform provider shows its guidance on it)."""
-    open_and_submit(queue, registered_repo, 1)
+    pending_prs(queue, registered_repo, 1)
     message = assert_error(queue.post("deleteQueue", targetBranch="main"), 400, "queue_not_empty")
     assert "#1" in message
-    assert enqueued_numbers(queue) == [1]
+    assert listed(queue) == [(1, "pending")]
 
 
 def test_delete_queue_with_a_not_ready_pr_is_400(queue: Api, registered_repo: GitRepo) -> None:
     update_queue(queue, state="paused")
     open_and_submit(queue, registered_repo, 1)
+    worker_pass(queue)  # reads PR 1, but a paused queue does not admit it
     assert get_pr(queue, 1)["state"] == "not_ready"
     assert_error(queue.post("deleteQueue", targetBranch="main"), 400, "queue_not_empty")
     assert get_queue(queue)["state"] == "paused"
 
 
 def test_delete_queue_once_its_pr_is_cancelled(queue: Api, registered_repo: GitRepo) -> None:
+    require_ci(queue)
     open_and_submit(queue, registered_repo, 1)
+    worker_pass(queue)
+    assert get_pr(queue, 1)["state"] == "testing"
     assert pr_verb(queue, "cancelPullRequest", 1).status_code == 200
     response = queue.post("deleteQueue", targetBranch="main")
     assert response.status_code == 200, response.text
@@ -502,14 +569,19 @@ def test_delete_queue_once_its_pr_is_cancelled(queue: Api, registered_repo: GitR
 
 
 def test_deleting_a_queue_forgets_its_pull_requests(queue: Api, registered_repo: GitRepo) -> None:
+    require_ci(queue)
     open_and_submit(queue, registered_repo, 1)
+    worker_pass(queue)
+    assert get_pr(queue, 1)["state"] == "testing"
     assert pr_verb(queue, "cancelPullRequest", 1).status_code == 200
     assert queue.post("deleteQueue", targetBranch="main").status_code == 200
     assert queue.post("createQueue", targetBranch="main").status_code == 200
     response = pr_verb(queue, "getSubmittedPullRequest", 1)
     assert_error(response, 404, "pull_request_not_found")
+    require_ci(queue)  # the new queue has the default settings
     submitted(queue, 1)
-    assert enqueued_numbers(queue) == [1]
+    worker_pass(queue)
+    assert listed(queue) == [(1, "testing")]
 
 
 def test_delete_queue_leaves_other_branches(queue: Api) -> None:

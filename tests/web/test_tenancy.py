@@ -20,12 +20,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from keepgreen.bootstrap import Container
-from keepgreen.core.enums import PrState, StateReason
+from keepgreen.core.enums import PrState
 from keepgreen.core.flaky.ids import make_test_id
 from keepgreen.core.model import RepoRef
 from tests.conftest import FakeClock
 from tests.support.gitrepo import GitRepo
-from tests.support.store import add_run, move_entry
+from tests.support.store import entry_now, find_queue
 from tests.support.wire import REPO, assert_error, repo_json
 
 GADGETS = RepoRef("github.com", "acme", "gadgets")
@@ -399,19 +399,25 @@ def test_merge_queue_writes_with_another_orgs_names_and_numbers_stay_in_the_call
     globex: Tenant,
     registered_repo: GitRepo,
     container: Container,
-    clock: FakeClock,
     globex_repo: GitRepo,
 ) -> None:
     # acme: a queue on main with PR 1 queued and PR 2 testing in a run with a status and targets.
+    # The worker's pass reads both and tests PR 2 first (it is of higher priority); its run
+    # waits on ci/build.
     acme.ok("createQueue", targetBranch="main")
     acme.ok("updateQueue", targetBranch="main", requiredStatuses=["ci/build"])
     shas = {
         number: registered_repo.open_pr(number, {f"acme{number}.txt": "x\n"}) for number in (1, 2)
     }
-    for number in (1, 2):
-        acme.ok("submitPullRequest", targetBranch="main", pr={"number": number})
-    move_entry(container, 2, PrState.TESTING, clock(), StateReason.TESTS_STARTED)
-    run = add_run(container, tested=(2,), at=clock(), sha="c0ffee" * 6 + "abcd")
+    acme.ok("submitPullRequest", targetBranch="main", pr={"number": 1})
+    acme.ok("submitPullRequest", targetBranch="main", pr={"number": 2}, priority="high")
+    container.worker.run_once()
+    assert (entry_now(container, 1).state, entry_now(container, 2).state) == (
+        PrState.PENDING,
+        PrState.TESTING,
+    )
+    with container.unit_of_work() as uow:
+        [run] = uow.test_runs.list_open(find_queue(uow).id)
     assert run.sha is not None
     acme.ok("setCommitStatus", sha=run.sha, context="ci/build", state="pending")
     acme.ok(

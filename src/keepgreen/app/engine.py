@@ -8,17 +8,33 @@ worker holding the queue's lease carries them out (see `worker.py`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from keepgreen.app.flaky.failed_runs import failed_run_tests, uploads_test_results
 from keepgreen.app.ports import Clock, UnitOfWork
-from keepgreen.app.queue_log import log_decision
+from keepgreen.app.queue_log import log_decision, log_entered
 from keepgreen.app.telemetry import RunTransition, Telemetry
 from keepgreen.core.enums import FlakyFailures, PrState
 from keepgreen.core.ids import PullRequestId, QueueId
-from keepgreen.core.model import Queue, QueueEntry, Repository, TestRun
-from keepgreen.core.scheduler import Decision, EngineState, Event, Policy, decide
+from keepgreen.core.model import (
+    UNREAD_HEAD,
+    PullRequestInfo,
+    Queue,
+    QueueEntry,
+    Repository,
+    TestRun,
+)
+from keepgreen.core.scheduler import (
+    Decision,
+    EngineState,
+    Event,
+    Policy,
+    PrsRead,
+    decide,
+    entering,
+)
 
 _LIVE_STATES = frozenset(state for state in PrState if not state.is_terminal)
 
@@ -40,23 +56,37 @@ class QueueEngine:
         # None: metrics go to a registry of its own that nobody reads (parts built alone).
         self._telemetry = telemetry or Telemetry()
 
-    def load(self, uow: UnitOfWork, queue: Queue, *, now: datetime) -> Loaded:
-        """The queue's state as the scheduler needs it (the caller holds the queue row lock)."""
+    def load(
+        self,
+        uow: UnitOfWork,
+        queue: Queue,
+        *,
+        now: datetime,
+        read: Sequence[PullRequestInfo] = (),
+    ) -> Loaded:
+        """The queue's state as the scheduler needs it (the caller holds the queue row lock).
+        `read`: PRs read for `PrsRead`, whose uploads and statuses are loaded for their heads.
+        """
         repository = uow.repositories.get(queue.repository_id)
         entries = live_entries(uow, queue.id)
         runs = tuple(uow.test_runs.list_open(queue.id))
         roots = {run.bisection_root for run in runs if run.bisection_root is not None}
         failed = tuple(uow.test_runs.list_failed_in_bisections(queue.id, roots))
+        read_heads = {info.number: info.head_sha for info in read}
+        heads = {
+            entry.id: entry.head_sha if entry.is_read else read_heads.get(entry.number, UNREAD_HEAD)
+            for entry in entries
+        }
         uploads = uow.impacted_targets.find_for_heads(
-            queue.id, [(entry.number, entry.head_sha) for entry in entries]
+            queue.id, [(entry.number, heads[entry.id]) for entry in entries]
         )
         targets: dict[PullRequestId, tuple[str, ...] | None] = {
-            entry.id: uploads[(entry.number, entry.head_sha)].targets
+            entry.id: uploads[(entry.number, heads[entry.id])].targets
             for entry in entries
-            if (entry.number, entry.head_sha) in uploads
+            if (entry.number, heads[entry.id]) in uploads
         }
         shas = {run.sha for run in runs if run.sha is not None}
-        shas |= {entry.head_sha for entry in entries}
+        shas |= set(heads.values()) - {UNREAD_HEAD}
         statuses = uow.statuses.states_for_shas(repository.id, shas)
         # Uploaded JUnit results, only when the queue would use them: for the failed runs'
         # heads alone (a few rows), and whether the repository uploads at all.
@@ -86,11 +116,35 @@ class QueueEngine:
     def advance(self, uow: UnitOfWork, queue: Queue, event: Event) -> Decision:
         """Decide `event` for `queue` and write the result into the caller's transaction."""
         now = self._clock()
-        loaded = self.load(uow, queue, now=now)
+        read = [one.info for one in event.reads] if isinstance(event, PrsRead) else []
+        loaded = self.load(uow, queue, now=now, read=read)
         decision = decide(loaded.state, event, now=now, policy=loaded.policy)
         self._persist(uow, loaded.state, decision)
         uow.on_commit(lambda: log_decision(loaded.repository, loaded.state, event, decision))
         return decision
+
+    def enter(
+        self,
+        uow: UnitOfWork,
+        repository: Repository,
+        entry: QueueEntry,
+        previous: QueueEntry | None,
+    ) -> QueueEntry:
+        """Write a PR entering the queue for a new episode, `not_ready`, into the caller's
+        transaction (the caller holds the queue row lock). Entering changes nothing else in the
+        queue, so nothing is decided here: the worker reads the PR and admits it. The entry
+        as written.
+        """
+        now = self._clock()
+        entered, change = entering(entry, None if previous is None else previous.state, now)
+        if previous is None:
+            uow.entries.add(entered)
+        else:
+            uow.entries.save(entered)
+        uow.history.add(change)
+        uow.on_commit(lambda: self._telemetry.decided((change,), ()))
+        uow.on_commit(lambda: log_entered(repository, entered.base_branch, entered, change))
+        return entered
 
     def _persist(self, uow: UnitOfWork, before: EngineState, decision: Decision) -> None:
         after = decision.state

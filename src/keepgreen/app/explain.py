@@ -10,7 +10,14 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Literal, assert_never
 
-from keepgreen.core.enums import CommitState, PrState, StateReason, TestRunKind, TestRunStatus
+from keepgreen.core.enums import (
+    CommitState,
+    Mergeability,
+    PrState,
+    StateReason,
+    TestRunKind,
+    TestRunStatus,
+)
 from keepgreen.core.ids import TestRunId
 from keepgreen.core.model import CommitStatus, QueueEntry, TestRun
 
@@ -75,6 +82,7 @@ REASONS: Mapping[str, str] = {
     StateReason.CANCELED_BY_USER: "it was cancelled",
     StateReason.PUSHED_TO: "the pull request was pushed to while it was queued; queue it again",
     StateReason.PR_CLOSED: "the pull request was closed",
+    StateReason.PR_NOT_FOUND: "the code host has no open pull request with this number",
     StateReason.TESTS_FAILED: "its tests failed",
     StateReason.TEST_RUN_TIMEOUT: "its tests did not finish in time",
     StateReason.MERGE_CONFLICT: "it does not merge cleanly onto the branch and the PRs ahead",
@@ -101,6 +109,20 @@ REASONS: Mapping[str, str] = {
     StateReason.NOT_READY_TIMEOUT: "it was not ready for longer than the queue's "
     "notReadyTimeoutHours; queue it again once it is ready",
 }
+
+
+def _not_ready_because(entry: QueueEntry) -> str | None:
+    """What keeps a PR that was read out of the line, from its readiness; None when it is
+    ready (a paused or draining queue holds it, which its reason says).
+    """
+    readiness = entry.readiness
+    if readiness.mergeability is Mergeability.NOT_MERGEABLE:
+        return f"it does not merge cleanly onto `{entry.base_branch}`; merge or rebase it"
+    if readiness.mergeability is not Mergeability.MERGEABLE:
+        return "the code host has not said yet whether it merges cleanly"
+    if readiness.requires_impacted_targets and not readiness.has_impacted_targets:
+        return f"the impacted targets of its head {entry.head_sha[:12]} are not uploaded yet"
+    return None
 
 
 def reason_text(reason: str) -> str:
@@ -138,8 +160,16 @@ def _render(facts: Facts) -> Explanation:
     told = f"{reason} ({facts.detail})" if facts.detail else reason
     details = _details_url(facts)
     match entry.state:
+        case PrState.NOT_READY if not entry.is_read:
+            return Explanation(
+                "queued",
+                "Waiting to enter the queue",
+                "Submitted: keepgreen is reading the pull request and whether it merges cleanly.",
+            )
         case PrState.NOT_READY:
-            return Explanation("queued", "Waiting to enter the queue", f"Not yet: {told}.")
+            why = _not_ready_because(entry)
+            summary = f"Not yet: {why}." if why else f"Not yet: {told}."
+            return Explanation("queued", "Waiting to enter the queue", summary)
         case PrState.PENDING:
             title = f"Queued: position {facts.position} of {facts.queued}"
             if facts.position is None:

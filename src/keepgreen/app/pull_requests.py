@@ -36,6 +36,7 @@ from keepgreen.core.admission import requires_impacted_targets
 from keepgreen.core.enums import Mergeability, PrState, QueueState, StateReason
 from keepgreen.core.ids import OrgId, PullRequestId
 from keepgreen.core.model import (
+    UNREAD_HEAD,
     ImpactedTargets,
     Incident,
     PullRequestInfo,
@@ -46,8 +47,9 @@ from keepgreen.core.model import (
     Readiness,
     RepoRef,
     Repository,
+    recorded_branch,
 )
-from keepgreen.core.names import MAX_NAME_LENGTH, normalize_sha
+from keepgreen.core.names import normalize_sha
 from keepgreen.core.priority import DEFAULT_PRIORITY, Priority
 from keepgreen.core.scheduler import (
     EntrySubmitted,
@@ -151,76 +153,63 @@ class PullRequestService:
         """Submit a PR. A PR already in the queue gets its priority/noBatch updated; a PR that
         left the queue starts a new episode on the same entry.
 
-        A resubmit of a PR in the queue asks nothing of the code host; one that changes
-        nothing (the merge button pressed again, a bot's retry) is one read and writes nothing.
+        One short transaction, which asks nothing of the code host and decides nothing for a
+        new episode: the PR enters `not_ready` at once, and the worker, woken, reads it (its
+        head, title, author, whether it merges) and admits it; a PR that does not exist leaves
+        as `pr_not_found`. Only a PR whose last episode merged is read here first, outside
+        the transaction, to refuse it (409) when its head is the merged one. A resubmit that
+        changes nothing (the merge button pressed again, a bot's retry) writes nothing.
         """
-        with self._uow(read_only=True) as uow:
-            repository = find_repository(uow, target.org_id, target.repo)
-            queue = find_queue(uow, repository, target.branch)
-            existing = uow.entries.find(queue.id, number)
-        if existing is not None and not existing.state.is_terminal:
-            if _same_options(existing.priority, existing.no_batch, priority, no_batch):
-                return existing
-            return self._resubmit(target, repository, number, priority, no_batch)
-        # Ask the code host outside any transaction: git may take a while.
-        info = self._read_pull_request(repository, number)
-        mergeability = self._mergeability(repository, info, target.branch)
-        up_to_date = self._is_up_to_date(repository, info, target.branch)
+        try:
+            return self._submit(target, number, priority, no_batch, None)
+        except _MergedBefore as merged:
+            info = self._read_pull_request(merged.repository, number)
+        return self._submit(target, number, priority, no_batch, info)
+
+    def _submit(
+        self,
+        target: QueueTarget,
+        number: int,
+        priority: Priority | None,
+        no_batch: bool | None,
+        info: PullRequestInfo | None,
+    ) -> QueueEntry:
+        """`submit` in one transaction; `_MergedBefore` when the PR must be read first."""
         with self._uow() as uow:
+            repository = find_repository(uow, target.org_id, target.repo)
             queue = find_queue(uow, repository, target.branch, lock=True)
             existing = uow.entries.find(queue.id, number)
             if existing is not None and not existing.state.is_terminal:
-                # Entered the queue while the code host was asked: a resubmit after all.
+                if _same_options(existing.priority, existing.no_batch, priority, no_batch):
+                    return existing
                 self._update_queued(uow, queue, existing, priority, no_batch)
+                entry = uow.entries.get(existing.id)
             else:
                 if queue.state is QueueState.DRAINING:
                     raise Conflict(
                         "queue_draining",
                         f"the queue for {queue.branch!r} is draining and accepts no new PRs",
                     )
-                if (
-                    existing is not None
-                    and existing.state is PrState.MERGED
-                    and existing.head_sha == info.head_sha
-                ):
-                    raise Conflict("already_merged", f"pull request #{number} is already merged")
-                self._new_episode(
+                if existing is not None and existing.state is PrState.MERGED:
+                    if info is None:
+                        raise _MergedBefore(repository)
+                    if existing.head_sha == info.head_sha:
+                        raise Conflict(
+                            "already_merged", f"pull request #{number} is already merged"
+                        )
+                entry = self._new_episode(
                     uow,
+                    repository,
                     queue,
                     existing,
+                    number,
                     info,
-                    mergeability=mergeability,
-                    is_up_to_date=up_to_date,
                     priority=priority or DEFAULT_PRIORITY,
                     no_batch=bool(no_batch),
                 )
-            entry = uow.entries.get(existing.id) if existing else uow.entries.find(queue.id, number)
             uow.commit()
         self._wake()
-        assert entry is not None  # noqa: S101 - written just above in this transaction
         return entry
-
-    def _resubmit(
-        self,
-        target: QueueTarget,
-        repository: Repository,
-        number: int,
-        priority: Priority | None,
-        no_batch: bool | None,
-    ) -> QueueEntry:
-        """A new priority or noBatch for a PR in the queue; a PR that left it meanwhile is
-        submitted anew.
-        """
-        with self._uow() as uow:
-            queue = find_queue(uow, repository, target.branch, lock=True)
-            existing = uow.entries.find(queue.id, number)
-            if existing is not None and not existing.state.is_terminal:
-                self._update_queued(uow, queue, existing, priority, no_batch)
-                entry = uow.entries.get(existing.id)
-                uow.commit()
-                self._wake()
-                return entry
-        return self.submit(target, number, priority=priority, no_batch=no_batch)
 
     def _update_queued(
         self,
@@ -358,77 +347,59 @@ class PullRequestService:
             )
         return info
 
-    def _mergeability(
-        self, repository: Repository, info: PullRequestInfo, branch: str
-    ) -> Mergeability:
-        try:
-            return self._code_host.mergeability(
-                repository, head_sha=info.head_sha, target_branch=branch
-            )
-        except CodeHostError as error:
-            raise _unavailable(repository, error) from error
-
     def _new_episode(
         self,
         uow: UnitOfWork,
+        repository: Repository,
         queue: Queue,
         previous: QueueEntry | None,
-        info: PullRequestInfo,
+        number: int,
+        info: PullRequestInfo | None,
         *,
-        mergeability: Mergeability,
-        is_up_to_date: bool,
         priority: Priority,
         no_batch: bool,
-    ) -> None:
+    ) -> QueueEntry:
+        """Enter PR `number` for a new episode, unread unless `info` was read already."""
         now = self._clock()
-        has_targets = uow.impacted_targets.find(queue.id, info.number, info.head_sha) is not None
+        has_targets = info is not None and (
+            uow.impacted_targets.find(queue.id, number, info.head_sha) is not None
+        )
         readiness = Readiness(
             does_base_branch_match=True,  # the built-in host's PRs are based on the queue branch
-            mergeability=mergeability,
+            mergeability=Mergeability.UNSPECIFIED,  # the worker asks the code host
             requires_impacted_targets=requires_impacted_targets(queue),
             has_impacted_targets=has_targets,
         )
         entry = QueueEntry(
             id=previous.id if previous is not None else PullRequestId(self._new_id()),
             queue_id=queue.id,
-            number=info.number,
+            number=number,
             state=PrState.NOT_READY,
             state_changed_at=now,
             state_reason=StateReason.SUBMITTED,
             priority=priority,
             no_batch=no_batch,
-            head_sha=info.head_sha,
-            title=info.title,
-            author=info.author,
-            # A branch longer than a stored name (git allows it) is not kept: such a PR is
-            # found by its number only.
-            head_branch=(
-                info.head_branch
-                if info.head_branch and len(info.head_branch) <= MAX_NAME_LENGTH
-                else None
-            ),
+            head_sha=UNREAD_HEAD if info is None else info.head_sha,
+            title="" if info is None else info.title,
+            author="" if info is None else info.author,
+            head_branch=None if info is None else recorded_branch(info.head_branch),
             base_branch=queue.branch,
             readiness=readiness,
             is_submitted=True,
             force_enqueued=False,
             position=uow.queues.next_position(queue.id),
             submitted_at=now,
-            is_up_to_date=is_up_to_date,
+            is_up_to_date=False,
         )
-        if previous is None:
-            uow.entries.add(entry)
-        else:
-            uow.entries.save(entry)
-        previous_state = None if previous is None else previous.state
-        self._engine.advance(uow, queue, EntrySubmitted(entry, previous_state=previous_state))
+        return self._engine.enter(uow, repository, entry, previous)
 
-    def _is_up_to_date(self, repository: Repository, info: PullRequestInfo, branch: str) -> bool:
-        try:
-            return self._code_host.is_up_to_date(
-                repository, head_sha=info.head_sha, target_branch=branch
-            )
-        except CodeHostError as error:
-            raise _unavailable(repository, error) from error
+
+class _MergedBefore(Exception):
+    """The PR's last episode merged: read its head before deciding whether it may enter."""
+
+    def __init__(self, repository: Repository) -> None:
+        super().__init__(str(repository.ref))
+        self.repository = repository
 
 
 def _unavailable(repository: Repository, error: CodeHostError) -> Unavailable:

@@ -14,7 +14,7 @@ import structlog
 from keepgreen.core.enums import PrState, StateReason, TestRunStatus
 from keepgreen.core.ids import PullRequestId
 from keepgreen.core.model import QueueEntry, Repository, StateChange, TestRun
-from keepgreen.core.scheduler import Decision, EngineState, Event, Landed, TargetBranchMoved
+from keepgreen.core.scheduler import Decision, EngineState, Event, Landed, TargetBranchMoved, Tick
 
 log = structlog.get_logger("keepgreen.queue")
 
@@ -27,6 +27,9 @@ _EVENT_BY_STATE = {
     PrState.FAILED: "pr failed",
     PrState.CANCELLED: "pr cancelled",
 }
+
+
+_ENTERING = frozenset({StateReason.SUBMITTED, StateReason.READY})
 
 
 def queue_name(repository: Repository, branch: str) -> str:
@@ -44,11 +47,23 @@ def log_decision(
     }
     if isinstance(event, TargetBranchMoved):
         log.info("target branch moved", queue=queue, sha=event.sha)
+    # A PR entering the line comes first in the story, then the runs that test it.
+    entering = [change for change in decision.changes if change.reason in _ENTERING]
+    for change in entering:
+        _log_change(queue, change, entries, event)
     old_runs = {run.id: run for run in before.runs}
     for run in (*decision.state.runs, *decision.closed_runs):
         _log_run(queue, old_runs.get(run.id), run, entries)
     for change in decision.changes:
-        _log_change(queue, change, entries, event)
+        if change.reason not in _ENTERING:
+            _log_change(queue, change, entries, event)
+
+
+def log_entered(
+    repository: Repository, branch: str, entry: QueueEntry, change: StateChange
+) -> None:
+    """Log a PR entering the queue, which is written without a decision (`QueueEngine.enter`)."""
+    _log_change(queue_name(repository, branch), change, {entry.id: entry}, Tick())
 
 
 def _log_run(
@@ -101,9 +116,10 @@ def _log_change(
     }
     if change.test_run_id is not None:
         fields["run"] = change.test_run_id
+    if change.reason in _ENTERING and entry is not None and entry.is_read:
+        fields["sha"] = entry.head_sha  # a PR submitted unread has its head once admitted
     if change.reason is StateReason.SUBMITTED:
-        sha = entry.head_sha if entry is not None else None
-        log.info("pr submitted", state=change.to_state.value, sha=sha, **fields)
+        log.info("pr submitted", state=change.to_state.value, **fields)
         return
     name = _EVENT_BY_STATE.get(change.to_state)
     if change.to_state is PrState.MERGED and isinstance(event, Landed):
@@ -123,4 +139,4 @@ def _numbers(
     return [entries[i].number if i in entries else None for i in ids]
 
 
-__all__ = ["log_decision", "queue_name"]
+__all__ = ["log_decision", "log_entered", "queue_name"]

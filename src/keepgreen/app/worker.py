@@ -44,7 +44,7 @@ from keepgreen.app.ports import (
 from keepgreen.app.queue_log import queue_name
 from keepgreen.app.stall import StallWatch
 from keepgreen.app.telemetry import Telemetry
-from keepgreen.core.enums import Mergeability, PrState, TestRunStatus
+from keepgreen.core.enums import Mergeability, PrState, StateReason, TestRunStatus
 from keepgreen.core.git_urls import redact_url
 from keepgreen.core.ids import QueueId
 from keepgreen.core.model import Queue, QueueEntry, Repository
@@ -60,6 +60,8 @@ from keepgreen.core.scheduler import (
     LandRefused,
     PrClosed,
     PrHeadMoved,
+    PrRead,
+    PrsRead,
     ReadinessChanged,
     StartCi,
     TargetBranchMoved,
@@ -468,8 +470,10 @@ class Worker:
         events: list[Event] = []
         if tip is not None and tip != queue.target_sha:
             events.append(TargetBranchMoved(tip))
-        heads = self._host.pull_request_heads(repository, [entry.number for entry in entries])
-        for entry in entries:
+        read = [entry for entry in entries if entry.is_read]
+        events += self._read_submitted(repository, queue, entries, tip)
+        heads = self._host.pull_request_heads(repository, [entry.number for entry in read])
+        for entry in read:
             head = heads.get(entry.number)
             if head is None:
                 events.append(PrClosed(entry.number))
@@ -485,6 +489,33 @@ class Worker:
                 if readiness != entry.readiness or up_to_date != entry.is_up_to_date:
                     events.append(ReadinessChanged(entry.number, readiness, up_to_date))
         return events
+
+    def _read_submitted(
+        self,
+        repository: Repository,
+        queue: Queue,
+        entries: tuple[QueueEntry, ...],
+        tip: str | None,
+    ) -> list[Event]:
+        """Read the PRs submitted since the last pass (the submit does not wait on the code
+        host): head, title, author, branch and whether they merge, decided together
+        (`PrsRead`); a PR the code host does not have leaves as `pr_not_found`.
+        """
+        missing: list[Event] = []
+        reads: list[PrRead] = []
+        for entry in entries:
+            if entry.is_read:
+                continue
+            info = self._host.pull_request(repository, entry.number)
+            if info is None:
+                missing.append(PrClosed(entry.number, StateReason.PR_NOT_FOUND))
+                continue
+            mergeability, up_to_date = self._merge_facts(
+                repository, queue, entry.number, info.head_sha, tip
+            )
+            readiness = replace(entry.readiness, mergeability=mergeability)
+            reads.append(PrRead(info, readiness, up_to_date))
+        return [*missing, PrsRead(tuple(reads))] if reads else missing
 
     def _merge_facts(
         self, repository: Repository, queue: Queue, number: int, head_sha: str, tip: str | None

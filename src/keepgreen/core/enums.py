@@ -151,6 +151,7 @@ class StateReason(StrEnum):
     CANCELED_BY_USER = "canceled_by_user"
     PUSHED_TO = "pushed_to"  # its head moved while queued
     PR_CLOSED = "pr_closed"
+    PR_NOT_FOUND = "pr_not_found"  # submitted, but the code host has no such pull request
     RESTART_REQUESTED = "restart_requested"
     TESTS_STARTED = "tests_started"
     TESTS_PASSED = "tests_passed"

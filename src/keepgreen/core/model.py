@@ -29,6 +29,7 @@ from keepgreen.core.enums import (
     TestRunStatus,
 )
 from keepgreen.core.ids import OrgId, PullRequestId, QueueId, RepositoryId, TestRunId
+from keepgreen.core.names import MAX_NAME_LENGTH
 from keepgreen.core.priority import Priority
 
 Found = TypeVar("Found")
@@ -308,6 +309,18 @@ class PullRequestInfo:
     head_branch: str | None = None
 
 
+def recorded_branch(branch: str | None) -> str | None:
+    """The branch a PR comes from as an entry keeps it: one longer than a stored name (git
+    allows it) is not kept, and such a PR is found by its number only.
+    """
+    return branch if branch and len(branch) <= MAX_NAME_LENGTH else None
+
+
+# The head of a PR submitted without reading the code host: the submit answers at once and the
+# worker reads the PR (its head, title, author, branch, whether it merges) for `PrsRead`.
+UNREAD_HEAD = ""
+
+
 @dataclass(frozen=True, slots=True)
 class QueueEntry:
     """A pull request's entry in one queue. One per (queue, PR number): resubmitting a PR after
@@ -338,6 +351,11 @@ class QueueEntry:
     is_up_to_date: bool = False
     # The branch the PR came from when it was submitted, when the code host told it.
     head_branch: str | None = None
+
+    @property
+    def is_read(self) -> bool:
+        """Whether the code host was read for this episode: its head, title and author."""
+        return self.head_sha != UNREAD_HEAD
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,6 +87,8 @@ class GithubFeedbackPublisher:
                 for fact in facts
             }
         for fact in facts:
+            if not fact.entry.is_read:
+                continue  # no head to put a check run on until the worker reads the PR
             known = shown[fact.entry.number] or GithubFeedback(repository.id, fact.entry.number)
             view, brief = check_view(render(fact)), check_view(render(milestone(fact)))
             head = fact.entry.head_sha

@@ -1,5 +1,6 @@
 """The merge queue scheduler: `decide(state, event, *, now, policy) -> Decision`, pure."""
 
+from keepgreen.core.scheduler.admission import entering
 from keepgreen.core.scheduler.decide import decide
 from keepgreen.core.scheduler.effects import (
     BuildTestCommit,
@@ -18,6 +19,8 @@ from keepgreen.core.scheduler.events import (
     LandRefused,
     PrClosed,
     PrHeadMoved,
+    PrRead,
+    PrsRead,
     QueueConfigChanged,
     ReadinessChanged,
     RestartRequested,
@@ -47,6 +50,8 @@ __all__ = [
     "Policy",
     "PrClosed",
     "PrHeadMoved",
+    "PrRead",
+    "PrsRead",
     "QueueConfigChanged",
     "ReadinessChanged",
     "RestartRequested",
@@ -58,4 +63,5 @@ __all__ = [
     "Tick",
     "UserCancelled",
     "decide",
+    "entering",
 ]

@@ -5,7 +5,7 @@ and the end of a mode switch.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from keepgreen.core.enums import (
     PrState,
@@ -13,11 +13,31 @@ from keepgreen.core.enums import (
     QueueState,
     StateReason,
 )
-from keepgreen.core.model import QueueEntry, StateChange
+from keepgreen.core.model import QueueEntry, StateChange, recorded_branch
 from keepgreen.core.scheduler.effects import (
     Land,
 )
+from keepgreen.core.scheduler.events import PrRead
 from keepgreen.core.scheduler.working import Working
+
+
+def entering(
+    entry: QueueEntry, previous: PrState | None, now: datetime
+) -> tuple[QueueEntry, StateChange]:
+    """A PR entering the queue for a new episode: `not_ready`, submitted, and its history line.
+    It changes nothing else in the queue until it is ready, so it needs no decision of its own.
+    """
+    entered = replace(
+        entry,
+        state=PrState.NOT_READY,
+        state_reason=StateReason.SUBMITTED,
+        state_changed_at=now,
+        verified_by_test_run=None,
+    )
+    change = StateChange(
+        entry.id, entry.queue_id, previous, PrState.NOT_READY, StateReason.SUBMITTED, now
+    )
+    return entered, change
 
 
 class Admission(Working):
@@ -33,22 +53,27 @@ class Admission(Working):
                 )
                 self.changed = True
             return
-        self.entries[entry.id] = replace(
-            entry,
-            state=PrState.NOT_READY,
-            state_reason=StateReason.SUBMITTED,
-            state_changed_at=self.now,
-            verified_by_test_run=None,
-        )
-        self.changes.append(
-            StateChange(
-                entry.id,
-                entry.queue_id,
-                previous,
-                PrState.NOT_READY,
-                StateReason.SUBMITTED,
-                self.now,
-            )
+        entered, change = entering(entry, previous, self.now)
+        self.entries[entry.id] = entered
+        self.changes.append(change)
+        self.changed = True
+
+    def read(self, event: PrRead) -> None:  # one of `PrsRead`
+        """Fill in what the code host told of a PR submitted without reading it; a PR read
+        already (a second read of the same pass, a head moved meanwhile) keeps what it has.
+        """
+        found = self.entry_by_number(event.info.number)
+        if found is None or found.is_read:
+            return
+        info = event.info
+        self.entries[found.id] = replace(
+            found,
+            head_sha=info.head_sha,
+            title=info.title,
+            author=info.author,
+            head_branch=recorded_branch(info.head_branch),
+            readiness=replace(event.readiness, has_impacted_targets=found.id in self.targets),
+            is_up_to_date=event.is_up_to_date,
         )
         self.changed = True
 

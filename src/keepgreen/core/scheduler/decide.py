@@ -26,6 +26,7 @@ from keepgreen.core.scheduler.events import (
     LandRefused,
     PrClosed,
     PrHeadMoved,
+    PrsRead,
     QueueConfigChanged,
     ReadinessChanged,
     RestartRequested,
@@ -63,7 +64,7 @@ def decide(state: EngineState, event: Event, *, now: datetime, policy: Policy) -
 class _Engine(Admission, Failures, Runs):
     """The parts together: events in, then rounds of every rule until nothing changes."""
 
-    def apply(self, event: Event) -> None:  # noqa: PLR0912 - one arm per event kind
+    def apply(self, event: Event) -> None:  # noqa: PLR0912, PLR0915 - one arm per event kind
         match event:
             case Tick() | StatusReported():
                 pass
@@ -73,10 +74,14 @@ class _Engine(Admission, Failures, Runs):
                 self.cancel(number, reason)
             case PrHeadMoved(number=number, head_sha=head_sha):
                 found = self.entry_by_number(number)
-                if found is not None and found.head_sha != head_sha:
+                # A PR not read yet has no head to move from: the worker's read gives it one.
+                if found is not None and found.is_read and found.head_sha != head_sha:
                     self.cancel(number, StateReason.PUSHED_TO)
-            case PrClosed(number=number):
-                self.cancel(number, StateReason.PR_CLOSED)
+            case PrsRead(reads=reads):
+                for read in reads:
+                    self.read(read)
+            case PrClosed(number=number, reason=reason):
+                self.cancel(number, reason)
             case RestartRequested(number=number):
                 self.restart(number)
             case ImpactedTargetsSet(number=number, head_sha=head_sha, targets=targets):

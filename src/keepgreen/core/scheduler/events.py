@@ -11,7 +11,7 @@ from typing import TypeAlias
 
 from keepgreen.core.enums import PrState, StateReason
 from keepgreen.core.ids import TestRunId
-from keepgreen.core.model import ChainLink, Queue, QueueEntry, Readiness
+from keepgreen.core.model import ChainLink, PullRequestInfo, Queue, QueueEntry, Readiness
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +64,26 @@ class ReadinessChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class PrRead:
+    """What the code host said of a PR submitted without reading it (the submit answers at
+    once; the worker reads): its head, title, author and branch, and whether it merges.
+    """
+
+    info: PullRequestInfo
+    readiness: Readiness
+    is_up_to_date: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PrsRead:
+    """The PRs submitted since the worker's last pass were read: all in one decision, so that
+    a burst of submits costs the queue one load and one write, not one per PR.
+    """
+
+    reads: tuple[PrRead, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class PrHeadMoved:
     """New commits were pushed to a queued PR: it leaves the queue (`pushed_to`)."""
 
@@ -73,9 +93,12 @@ class PrHeadMoved:
 
 @dataclass(frozen=True, slots=True)
 class PrClosed:
-    """A queued PR's ref disappeared: it leaves the queue (`pr_closed`)."""
+    """A queued PR's ref disappeared: it leaves the queue (`pr_closed`; `pr_not_found` when
+    the PR submitted was never found).
+    """
 
     number: int
+    reason: StateReason = StateReason.PR_CLOSED
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +180,7 @@ Event: TypeAlias = (
     | ImpactedTargetsSet
     | ReadinessChanged
     | PrHeadMoved
+    | PrsRead
     | PrClosed
     | StatusReported
     | TargetBranchMoved
