@@ -767,7 +767,7 @@ class GithubFeedbackRow(Base):
     repository_id: Mapped[str] = mapped_column(
         ID, ForeignKey("repositories.id", ondelete="CASCADE"), primary_key=True
     )
-    number: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    number: Mapped[int] = mapped_column(PR_NUMBER, primary_key=True, autoincrement=False)
     check_run_id: Mapped[int | None] = mapped_column(BigInteger)
     check_run_sha: Mapped[str | None] = mapped_column(String(64))
     comment_id: Mapped[int | None] = mapped_column(BigInteger)
