@@ -46,8 +46,8 @@ CALLS = (
 # What each wrk run prints at its end, for `drive` to read.
 WRK_DONE = """
 done = function(summary, latency, requests)
-  io.write(string.format("BENCH %d %d %d %d %d\\n", summary.requests,
-    summary.errors.status + summary.errors.connect + summary.errors.read
+  io.write(string.format("BENCH %d %d %d %d %d %d\\n", summary.requests,
+    summary.errors.status, summary.errors.connect + summary.errors.read
       + summary.errors.write + summary.errors.timeout,
     summary.duration, latency:percentile(50), latency:percentile(99)))
 end
@@ -93,7 +93,8 @@ end
 @dataclass
 class Load:
     requests_per_second: float
-    errors: int
+    errors: int  # answers that were not 2xx
+    unanswered: int  # wrk gave up on them (its 2 s timeout) or the connection failed
     p50_ms: float
     p99_ms: float
 
@@ -132,11 +133,11 @@ def drive(
             "PATH": "/usr/bin:/bin",
         },
     )
-    match = re.search(r"^BENCH (\d+) (\d+) (\d+) (\d+) (\d+)$", result.stdout, re.MULTILINE)
+    match = re.search(r"^BENCH (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)$", result.stdout, re.MULTILINE)
     if match is None:
         raise RuntimeError(f"wrk said: {result.stdout}{result.stderr}")
-    requests, errors, micros, p50, p99 = (int(group) for group in match.groups())
-    return Load(requests / (micros / 1e6), errors, p50 / 1000, p99 / 1000)
+    requests, errors, broken, micros, p50, p99 = (int(group) for group in match.groups())
+    return Load(requests / (micros / 1e6), errors, broken, p50 / 1000, p99 / 1000)
 
 
 def add_pr_refs(path: Path, first: int, count: int) -> None:
@@ -266,6 +267,8 @@ def run(args: argparse.Namespace) -> list[tuple[str, str, Load, Load]]:
 
 def print_row(backend: str, call: str, ours: Load, theirs: Load) -> None:
     errors = f" ({ours.errors} non-2xx)" if ours.errors else ""
+    if ours.unanswered:
+        errors += f" ({ours.unanswered} unanswered in 2 s)"
     print(
         f"| {backend} | {call} | {ours.requests_per_second:,.0f}{errors} | "
         f"{theirs.requests_per_second:,.0f} | "
