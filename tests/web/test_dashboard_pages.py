@@ -877,3 +877,22 @@ def test_flaky_settings_change_what_update_settings_changes(
 
 
 REPO_JSON_FOR_FLAKY = {"host": "github.com", "owner": "acme", "name": "widgets"}
+
+
+def test_a_pr_waiting_to_be_read_shows_as_such_and_can_be_cancelled_from_the_queue_page(
+    client: TestClient, token: str, queued: Api, container: Container
+) -> None:
+    """PRs 1 and 2 are submitted and not read yet: the queue page lists them under "Not ready
+    yet" as being read, each with its Cancel button, which takes the PR out.
+    """
+    csrf = sign_in(client, token)
+    page = client.get(QUEUE_PATH).text
+    waiting = page[page.index("Not ready yet") : page.index("Left the queue")]
+    assert waiting.count("(being read)") == 2
+    assert f'action="{QUEUE_PATH}/pulls/2/cancel"' in waiting
+    cancel = client.post(f"{QUEUE_PATH}/pulls/2/cancel", data={"csrf_token": csrf})
+    assert cancel.status_code == 200
+    assert entry_now(container, 2).state is PrState.CANCELLED
+    after = cancel.text[cancel.text.index("Not ready yet") : cancel.text.index("Left the queue")]
+    assert f'action="{QUEUE_PATH}/pulls/2/cancel"' not in after
+    assert f'action="{QUEUE_PATH}/pulls/1/cancel"' in after
