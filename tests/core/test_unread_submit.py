@@ -13,10 +13,8 @@ from keepgreen.core.model import (
     PullRequestInfo,
     QueueConfig,
     QueueEntry,
-    Readiness,
     recorded_branch,
 )
-from keepgreen.core.priority import DEFAULT_PRIORITY
 from keepgreen.core.scheduler import (
     EntrySubmitted,
     ImpactedTargetsSet,
@@ -29,33 +27,26 @@ from keepgreen.core.scheduler import (
     entering,
 )
 from keepgreen.simulation.world import SimulatedWorld
+from tests.support.builders import make_entry, make_readiness
 
 
 def unread(sim: SimulatedWorld, number: int) -> QueueEntry:
     """PR `number` as the submit writes it: no head, title or author, mergeability unknown."""
-    return QueueEntry(
-        id=PullRequestId(f"pr-{number}"),
-        queue_id=sim.state.queue.id,
+    return make_entry(
         number=number,
+        id=PullRequestId(f"pr-{number}"),  # the simulated world's ids
+        queue_id=sim.state.queue.id,
         state=PrState.NOT_READY,
-        state_changed_at=sim.now,
         state_reason=StateReason.SUBMITTED,
-        priority=DEFAULT_PRIORITY,
-        no_batch=False,
+        state_changed_at=sim.now,
+        submitted_at=sim.now,
         head_sha=UNREAD_HEAD,
         title="",
         author="",
-        base_branch="main",
-        readiness=Readiness(
-            does_base_branch_match=True,
+        readiness=make_readiness(
             mergeability=Mergeability.UNSPECIFIED,
             requires_impacted_targets=sim.state.queue.mode is QueueMode.PARALLEL,
-            has_impacted_targets=False,
         ),
-        is_submitted=True,
-        force_enqueued=False,
-        position=number,
-        submitted_at=sim.now,
     )
 
 

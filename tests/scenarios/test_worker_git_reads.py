@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import pytest
 
 from keepgreen.adapters.git.local_host import LocalGitHost
+from keepgreen.app import worker as worker_module
 from keepgreen.core.enums import Mergeability
 from keepgreen.core.model import PullRequestInfo, Repository
 from tests.support.scenario import Scenario
@@ -135,3 +136,25 @@ def test_a_first_submit_asks_git_nothing_and_the_next_pass_reads_it_once(
     code_host.calls.clear()
     scenario.work()
     assert code_host.calls["pull_request"] == 0  # read once, never again
+
+
+def test_a_pass_reads_at_most_its_share_of_submitted_prs_oldest_first(
+    scenario: Scenario, code_host: Counting, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Submits cost the request no git, so a token could submit numbers by the thousand: a
+    pass reads at most `READS_PER_PASS` of them (here 2), the oldest first, and the passes
+    after read the rest.
+    """
+    monkeypatch.setattr(worker_module, "READS_PER_PASS", 2)
+    scenario.create_queue(concurrency=1)
+    scenario.ci_answers = False
+    for number in (3, 1, 2):
+        scenario.pr(number, {f"f{number}.txt": f"{number}\n"})
+        scenario.submit(number)
+    code_host.calls.clear()
+    scenario.work()
+    assert code_host.calls["pull_request"] == 2
+    assert {n: scenario.get_pr(n)["prSha"] != "" for n in (3, 1, 2)} == {3: True, 1: True, 2: False}
+    scenario.work()
+    assert code_host.calls["pull_request"] == 3
+    assert scenario.states() == {3: "testing", 1: "pending", 2: "pending"}

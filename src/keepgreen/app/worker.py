@@ -78,6 +78,10 @@ _MAX_EFFECTS_PER_PASS = 200
 # The merge facts remembered (see `_merge_facts`); past it the memory starts over.
 _MERGE_FACTS_KEPT = 10_000
 _SETTLED = frozenset({Mergeability.MERGEABLE, Mergeability.NOT_MERGEABLE})
+# PRs submitted but not read yet that one pass reads per queue, oldest first: a token that
+# submits thousands of numbers makes its queue's passes no longer than this, and the worker
+# goes on to the other queues (the rest are read in the passes after).
+READS_PER_PASS = 100
 # Failed effects this worker remembers, to count their retries; past it the memory starts over
 # (another worker may have done the effects it holds).
 _MAX_REMEMBERED_FAILURES = 10_000
@@ -504,13 +508,15 @@ class Worker:
     ) -> list[Event]:
         """Read the PRs submitted since the last pass (the submit does not wait on the code
         host): head, title, author, branch and whether they merge, decided together
-        (`PrsRead`); a PR the code host does not have leaves as `pr_not_found`.
+        (`PrsRead`); a PR the code host does not have leaves as `pr_not_found`. At most
+        `READS_PER_PASS`, in the order they were submitted.
         """
         missing: list[Event] = []
         reads: list[PrRead] = []
-        for entry in entries:
-            if entry.is_read:
-                continue
+        unread = sorted(
+            (entry for entry in entries if not entry.is_read), key=lambda entry: entry.position
+        )
+        for entry in unread[:READS_PER_PASS]:
             info = self._host.pull_request(repository, entry.number)
             if info is None:
                 missing.append(PrClosed(entry.number, StateReason.PR_NOT_FOUND))
