@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.orm import sessionmaker
 
+from keepgreen.adapters.db import engine as engine_module
 from keepgreen.adapters.db.engine import READ_ONLY_OPTION, make_engine
 from keepgreen.adapters.db.uow import SqlUnitOfWork
 from keepgreen.app.errors import Busy
@@ -34,7 +35,8 @@ def test_a_pool_with_no_connection_left_is_busy(tmp_path: Path) -> None:
 
 
 def test_sqlite_locked_past_the_busy_timeout_is_busy(tmp_path: Path) -> None:
-    engine = make_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    engine = make_engine(url)
 
     @event.listens_for(engine, "connect")
     def _short_timeout(dbapi_connection: object, _record: object) -> None:
@@ -42,7 +44,10 @@ def test_sqlite_locked_past_the_busy_timeout_is_busy(tmp_path: Path) -> None:
 
     with engine.begin() as setup:
         setup.execute(text("CREATE TABLE t (x INTEGER)"))
-    writer = engine.connect()
+    # Another process's writer (an engine of its own: writers of one engine take turns
+    # before they reach the file's lock).
+    other = make_engine(url)
+    writer = other.connect()
     writer.begin()  # BEGIN IMMEDIATE: the write lock is taken
     try:
         with pytest.raises(Busy), SqlUnitOfWork(sessionmaker(engine), lambda: "id") as uow:
@@ -50,6 +55,25 @@ def test_sqlite_locked_past_the_busy_timeout_is_busy(tmp_path: Path) -> None:
     finally:
         writer.rollback()
         writer.close()
+        other.dispose()
+
+
+def test_a_sqlite_writer_whose_turn_does_not_come_is_busy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine_module, "SQLITE_WRITE_WAIT_SECONDS", 0.1)
+    engine = make_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    writer = engine.connect()
+    writer.begin()  # this process's writer has the turn
+    try:
+        with pytest.raises(Busy), SqlUnitOfWork(sessionmaker(engine), lambda: "id") as uow:
+            uow.repositories.list_all()
+    finally:
+        writer.rollback()
+        writer.close()
+    # The turn came back with the connection: the next writer gets it.
+    with engine.begin() as connection:
+        connection.execute(text("CREATE TABLE t (x INTEGER)"))
 
 
 def test_a_sqlite_reader_reads_beside_a_writer_without_waiting(tmp_path: Path) -> None:

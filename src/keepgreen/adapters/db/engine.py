@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import fcntl
+import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +12,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import URL, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 from sqlalchemy.pool import QueuePool
 
 from keepgreen.app.telemetry import PoolStats
@@ -22,6 +24,9 @@ URL_FORMS = "sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE"
 MAX_REASON_LENGTH = 300
 # An execution option: connections with it begin a deferred (read) transaction on SQLite.
 READ_ONLY_OPTION = "keepgreen_read_only"
+# How long a SQLite writer waits for its turn, in this process and then in the file's lock.
+SQLITE_WRITE_WAIT_SECONDS = 30
+_HOLDS_WRITE_TURN = "keepgreen_holds_write_turn"
 
 
 class DatabaseUnavailable(SettingsError):
@@ -58,7 +63,15 @@ def make_engine(url: str) -> Engine:
         except OSError as error:
             reason = f"cannot create the folder {folder}: {folder_problem(folder, error)}"
             raise DatabaseUnavailable(cannot_use(parsed, reason)) from error
-    engine = create_engine(parsed, connect_args={"check_same_thread": False, "timeout": 30})
+    engine = create_engine(
+        parsed, connect_args={"check_same_thread": False, "timeout": SQLITE_WRITE_WAIT_SECONDS}
+    )
+    # SQLite has one writer at a time. Its own wait for the write lock is a sleep that backs
+    # off up to 100 ms, so writers of one process that queued there kept the lock idle while
+    # they slept (half of a flood of submits went to that). They take turns here instead,
+    # handed over the moment the last writer's connection is back in the pool; the busy
+    # timeout still orders writers of other processes.
+    write_turn = threading.Lock()
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -81,9 +94,21 @@ def make_engine(url: str) -> Engine:
             # A reader never waits: in WAL mode it reads the last commit beside any writer.
             connection.exec_driver_sql("BEGIN")
             return
+        if not connection.info.get(_HOLDS_WRITE_TURN):
+            if not write_turn.acquire(timeout=SQLITE_WRITE_WAIT_SECONDS):
+                # What SQLite itself says when its lock stays taken (the caller's Busy).
+                locked = sqlite3.OperationalError("database is locked")
+                raise OperationalError("BEGIN IMMEDIATE", None, locked)
+            connection.info[_HOLDS_WRITE_TURN] = True
         # Take the write lock up front: a deferred transaction that later writes can fail with
         # SQLITE_BUSY at once instead of waiting, when two writers race.
         connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        # Back in the pool (committed, rolled back, or invalidated): the next writer's turn.
+        if record.info.pop(_HOLDS_WRITE_TURN, False):
+            write_turn.release()
 
     return engine
 
