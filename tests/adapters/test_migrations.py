@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -21,6 +22,7 @@ from keepgreen.bootstrap import bootstrap
 from keepgreen.core.flaky.model import StatusChange
 from keepgreen.core.flaky.monitors import TestStatus, default_settings
 from keepgreen.core.ids import RepositoryId
+from keepgreen.core.model import RepoRef
 from keepgreen.settings import Settings
 from tests.conftest import BACKENDS, PG_URL
 from tests.support.pgschema import fresh_schema
@@ -483,6 +485,31 @@ def test_0021_keeps_broken_tests_out_of_quarantine_where_settings_were_saved(
                 text("SELECT quarantine_enabled, auto_quarantine_broken FROM flaky_settings")
             ).all()
         assert [tuple(row) for row in kept] == [(True, False)]
+    finally:
+        container.close()
+        engine.dispose()
+
+
+def test_0025_turns_comment_commands_on_for_the_queues_it_finds(
+    empty_database_url: str, tmp_path: Path
+) -> None:
+    container = bootstrap(Settings(database_url=empty_database_url, data_dir=tmp_path / "data"))
+    engine = make_engine(empty_database_url)
+    subprocess.run(["git", "init", "-q", str(tmp_path / "widgets")], check=True)
+    try:
+        repository = container.admin.add_repository(
+            org_slug="acme", ref=RepoRef("github.com", "acme", "widgets"),
+            git_url=str(tmp_path / "widgets"), ci_command=None,
+        )  # fmt: skip
+        for branch in ("main", "release"):
+            container.queues.create(repository.org_id, repository.ref, branch)
+        command.downgrade(alembic_config(engine), "0024")
+        with engine.begin() as connection:  # as queues were created before 0025: off
+            connection.execute(text("UPDATE queues SET commands_enabled = false"))
+        migrate(engine)
+        with engine.connect() as connection:
+            after = connection.execute(text("SELECT commands_enabled FROM queues")).scalars().all()
+        assert after == [True, True]
     finally:
         container.close()
         engine.dispose()

@@ -489,7 +489,7 @@ EVERY_OPTION = (
     "--accept-skipped-checks", "--max-retries", "2", "--flaky-failures", "pass",
     "--bisect-in-line", "--adaptive-batch-size", "--adaptive-depth",
     "--not-ready-timeout-hours", "24", "--enqueueing-label", "ready", "--no-label-commands",
-    "--allowed-bot", "renovate[bot]",
+    "--no-comment-commands", "--allowed-bot", "renovate[bot]",
 )  # fmt: skip
 
 
@@ -526,11 +526,11 @@ def test_queue_update_sets_every_option_given(cli: Cli, queued: GitRepo) -> None
         "notReadyTimeoutHours": 24,
         "enqueueingLabel": "ready",
         "labelCommandsEnabled": False,
+        "commandsEnabled": False,
         "allowedBotSubmitters": ["renovate[bot]"],
         # Not settable from the CLI; they keep their defaults.
         "createPrsForTestingBranches": False,
         "commentsEnabled": False,
-        "commandsEnabled": False,
         "statusCheckEnabled": False,
         "stateLabelsEnabled": False,
         "extensionEnabled": False,

@@ -453,6 +453,32 @@ def test_with_label_commands_off_labels_do_nothing_and_comments_still_queue(
     assert is_submitted(container, commented)
 
 
+def test_with_commands_off_comments_do_nothing_and_say_so_and_labels_still_queue(
+    container: Container, repo: GithubRepoDriver, fake: FakeGithub
+) -> None:
+    configure(container, QueueUpdate(commands_enabled=False))
+    commented = fake.open_pull_request(OWNER, NAME, branch="c", files={"c": "1\n"}, author=WRITER)
+    labelled = fake.open_pull_request(OWNER, NAME, branch="l", files={"l": "1\n"}, author=WRITER)
+    assert repo.comment(commented, "/keepgreen merge", author=WRITER) == 202
+    assert repo.label(labelled, "keepgreen-merge", sender=WRITER) == 202
+    container.worker.run_once()
+    assert not is_submitted(container, commented)
+    assert is_submitted(container, labelled)
+    (reply,) = fake.comments_on(OWNER, NAME, commented)
+    assert f"@{WRITER}" in reply.body
+    assert "commandsEnabled" in reply.body
+    assert "label" in reply.body
+
+    # Nor does a comment cancel; turned back on, comments act again.
+    assert repo.comment(labelled, "/keepgreen cancel", author=WRITER) == 202
+    container.worker.run_once()
+    assert is_submitted(container, labelled)
+    configure(container, QueueUpdate(commands_enabled=True))
+    assert repo.comment(commented, "/keepgreen merge", author=WRITER) == 202
+    container.worker.run_once()
+    assert is_submitted(container, commented)
+
+
 def test_a_bot_the_queue_lists_queues_and_cancels_without_write_permission(
     container: Container, repo: GithubRepoDriver, fake: FakeGithub
 ) -> None:

@@ -45,6 +45,7 @@ def test_create_queue_defaults_to_running_single_with_concurrency_one(queue: Api
     assert (body["state"], body["mode"], body["concurrency"]) == ("running", "single", 1)
     assert body["branch"] == "main"
     assert body["enqueuedPullRequests"] == []
+    assert body["commandsEnabled"] is True  # comment commands act, as on the hosted service
 
 
 def test_create_queue_takes_mode_and_concurrency(api: Api) -> None:
@@ -117,7 +118,7 @@ def test_create_queue_ignores_settings_it_does_not_take(api: Api) -> None:
         ("batchingMinSize", 6),
         ("createPrsForTestingBranches", True),
         ("commentsEnabled", True),
-        ("commandsEnabled", True),
+        ("commandsEnabled", False),
         ("statusCheckEnabled", True),
         ("directMergeMode", "always"),
         ("optimizationMode", "bisection_skip_redundant_tests"),

@@ -374,6 +374,14 @@ def queue_update(
             show_default=False,
         ),
     ] = None,
+    comment_commands: Annotated[
+        bool | None,
+        typer.Option(
+            "--comment-commands/--no-comment-commands",
+            help="Whether /keepgreen merge and /keepgreen cancel comments act on GitHub.",
+            show_default=False,
+        ),
+    ] = None,
     allowed_bot: Annotated[
         list[str] | None,
         typer.Option(help="A bot (name[bot]) that may submit by comment or label; repeat."),
@@ -412,6 +420,7 @@ def queue_update(
         ("notReadyTimeoutHours", not_ready_timeout_hours),
         ("enqueueingLabel", enqueueing_label),
         ("labelCommandsEnabled", label_commands),
+        ("commandsEnabled", comment_commands),
         ("allowedBotSubmitters", allowed_bot or None),
     ]
     fields = {name: value for name, value in given if value is not None}

@@ -122,7 +122,8 @@ class QueueConfig:
     batching_min_size: int = 4
     create_prs_for_testing_branches: bool = False
     comments_enabled: bool = False
-    commands_enabled: bool = False
+    # On GitHub: whether `/keepgreen merge` and `/keepgreen cancel` comments act on this queue.
+    commands_enabled: bool = True
     status_check_enabled: bool = False
     direct_merge_mode: DirectMergeMode = DirectMergeMode.OFF
     optimization_mode: OptimizationMode = OptimizationMode.OFF

@@ -238,6 +238,18 @@ class GithubEvents:
             # the queue lists are heard, and the others are not answered (no bot talks to
             # another without end).
             return
+        if config is not None and not config.commands_enabled:
+            # The queue takes no comment commands (`commandsEnabled` off): a person is told
+            # why nothing happens and what still works; a bot is not answered.
+            if not author.is_bot:
+                self._reply(
+                    pr,
+                    f"@{author.name} the merge queue for `{pull.base_ref}` takes no comment "
+                    "commands (its commandsEnabled setting is off); its label, the dashboard "
+                    "or the API still queue and cancel pull requests.",
+                )
+            log.info("github command ignored: commands off", pr=pr.number, branch=pull.base_ref)
+            return
         if not self._may_merge(pr, author, config):
             return
         match command:
