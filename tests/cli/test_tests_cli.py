@@ -5,6 +5,7 @@ its --json, an unknown test and a missing org.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -14,9 +15,11 @@ import httpx
 import pytest
 from typer.testing import Result
 
+from keepgreen.bootstrap import Container
 from tests.cli.conftest import REPO_ARG, Cli
 from tests.conftest import FakeClock
 from tests.support.gitrepo import GitRepo
+from tests.support.telemetry import sample
 from tests.support.wire import REPO_JSON
 
 SHA = "a" * 40
@@ -278,6 +281,84 @@ def test_settings_switch_quarantine_and_keep_the_rest(flaky: Flaky, cli: Cli) ->
     data = json.loads(run_tests_cmd(cli, "settings", "--no-quarantine", "--json").stdout)
     assert data["settings"]["quarantine"]["enabled"] is False
     assert flaky.ok("get-settings")["settings"] == before
+
+
+# Far from the defaults in every part, so that a switch that loses or resets anything shows.
+CUSTOM_SETTINGS = {
+    "quarantine": {"enabled": True, "auto_quarantine_flaky": True, "auto_quarantine_broken": False},
+    "monitors": {
+        "failing_streak": None,
+        "failure_rate": [
+            {
+                "name": "flaky-on-main",
+                "classification": "flaky",
+                "activation": 0.3,
+                "window_hours": 24,
+                "min_sample": 4,
+                "branches": ["main"],
+            }
+        ],
+    },
+    "ticket_url_template": "https://acme.atlassian.net/browse/{id}",
+}
+
+
+def shown_lines(result: Result) -> list[str]:
+    """The command's output lines, each with its runs of spaces as one (Rich pads columns)."""
+    return [" ".join(line.split()) for line in result.stdout.splitlines()]
+
+
+def updates_answered(container: Container, *, at_least: float) -> float:
+    """How many update-settings requests the server has answered, once `at_least` have been
+    (or after a few seconds): it counts one just after its answer goes out, so the count can
+    trail the client by a moment.
+    """
+    labels = {"route": "/v1/flaky-tests/update-settings", "method": "POST", "status": "200"}
+    deadline = time.monotonic() + 5
+    while (count := sample(container, "keepgreen_http_requests_total", **labels)) < at_least:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    return count
+
+
+@pytest.mark.parametrize("status", ["flaky", "broken"])
+def test_settings_switch_one_auto_quarantine_each_way_and_keep_the_rest(
+    flaky: Flaky, cli: Cli, status: str
+) -> None:
+    before = flaky.ok("update-settings", settings=CUSTOM_SETTINGS)["settings"]
+    switch = f"auto_quarantine_{status}"
+    was = before["quarantine"][switch]  # flaky starts on, broken off: each goes both ways
+
+    for value in (not was, was):
+        flag = f"--{'' if value else 'no-'}auto-quarantine-{status}"
+        result = run_tests_cmd(cli, "settings", flag)
+
+        assert f"auto-quarantine {status} {'on' if value else 'off'}" in shown_lines(result)
+        after = flaky.ok("get-settings")["settings"]
+        assert after == {**before, "quarantine": {**before["quarantine"], switch: value}}
+
+    assert flaky.ok("get-settings")["settings"] == before
+
+
+def test_settings_switches_combine_in_one_update(
+    flaky: Flaky, cli: Cli, container: Container
+) -> None:
+    before = flaky.ok("update-settings", settings=CUSTOM_SETTINGS)["settings"]
+    updates = updates_answered(container, at_least=1)
+    switches = ("--no-quarantine", "--no-auto-quarantine-flaky", "--auto-quarantine-broken")
+
+    data = json.loads(run_tests_cmd(cli, "settings", *switches, "--json").stdout)
+
+    wanted = {"enabled": False, "auto_quarantine_flaky": False, "auto_quarantine_broken": True}
+    assert data["settings"] == {**before, "quarantine": wanted}
+    assert flaky.ok("get-settings")["settings"] == data["settings"]
+    assert updates_answered(container, at_least=updates + 1) == updates + 1
+
+    shown = shown_lines(run_tests_cmd(cli, "settings"))
+    for line in ("quarantine off", "auto-quarantine flaky off", "auto-quarantine broken on"):
+        assert line in shown
+    assert "ticket URL template https://acme.atlassian.net/browse/{id}" in shown
 
 
 # -- the org --------------------------------------------------------------------------------------

@@ -362,3 +362,30 @@ def test_a_fork_run_with_a_body_that_is_not_valid_is_refused_saying_so(
     del acme
     response = client.post("/v1/setImpactedTargets", json={"repo": 1}, headers={FORK: "12345"})
     assert "checked against the body's repo and pr.sha" in refusal(response)
+
+
+# -- the OpenAPI document -------------------------------------------------------------------
+
+
+def test_the_openapi_document_has_the_header_on_set_impacted_targets_only(
+    client: TestClient,
+) -> None:
+    document = client.get("/v1/openapi.json").json()
+    declared = {
+        (path, method): parameter
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+        for parameter in operation.get("parameters", [])
+        if parameter["name"].lower() == FORK
+    }
+    [((path, method), parameter)] = declared.items()
+    assert (path, method) == ("/setImpactedTargets", "post")
+    # Optional (a token does instead), a plain string as a header is, and said what it is for.
+    assert parameter["in"] == "header"
+    assert parameter["required"] is False
+    assert parameter["schema"]["type"] == "string"
+    for words in ("github.run_id", "from a fork", "GitHub App", "x-api-token"):
+        assert words in parameter["description"]
+    # The token stays the operation's security scheme.
+    operation = document["paths"]["/setImpactedTargets"]["post"]
+    assert operation["security"] == [{"APIKeyHeader": []}]

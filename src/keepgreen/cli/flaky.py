@@ -297,7 +297,25 @@ def show_settings(
         bool | None,
         typer.Option(
             "--quarantine/--no-quarantine",
-            help="Turn quarantining on or off; without it the settings are only shown.",
+            help="Turn quarantining on or off.",
+            show_default=False,
+        ),
+    ] = None,
+    auto_quarantine_flaky: Annotated[
+        bool | None,
+        typer.Option(
+            "--auto-quarantine-flaky/--no-auto-quarantine-flaky",
+            help="Quarantine flaky tests without an override while quarantining is on, or not "
+            "(default on).",
+            show_default=False,
+        ),
+    ] = None,
+    auto_quarantine_broken: Annotated[
+        bool | None,
+        typer.Option(
+            "--auto-quarantine-broken/--no-auto-quarantine-broken",
+            help="Quarantine broken tests without an override while quarantining is on, or not "
+            "(default off).",
             show_default=False,
         ),
     ] = None,
@@ -306,14 +324,25 @@ def show_settings(
     token: TokenOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Show a repository's flaky-test settings, or switch quarantining on or off."""
+    """Show a repository's flaky-test settings, or change its quarantine switches.
+
+    Without a switch the settings are only shown. The switches combine (say, `--quarantine
+    --auto-quarantine-broken`) and are changed in one update; every other setting is kept.
+    """
+    # The quarantine switches to change, by their API names; None leaves a switch as it is.
+    asked = {
+        "enabled": quarantine,
+        "auto_quarantine_flaky": auto_quarantine_flaky,
+        "auto_quarantine_broken": auto_quarantine_broken,
+    }
+    changed = {name: value for name, value in asked.items() if value is not None}
     with reported():
         client, slug = _client(org, url, token)
         data = _post("get-settings", client, _body(repo, slug))
-        if quarantine is not None:
-            # update-settings replaces every setting: send back what was read, one switch changed.
+        if changed:
+            # update-settings replaces every setting: send back what was read, switches changed.
             settings: dict[str, Any] = dict(data.get("settings") or {})
-            settings["quarantine"] = {**(settings.get("quarantine") or {}), "enabled": quarantine}
+            settings["quarantine"] = {**(settings.get("quarantine") or {}), **changed}
             data = _post("update-settings", client, _body(repo, slug, settings=settings))
     if json_output:
         render.print_json(data)

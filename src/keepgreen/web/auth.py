@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Header, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from keepgreen.bootstrap import Container
@@ -79,8 +79,31 @@ class ForkRunClaim:
     run_id: str
 
 
+# `x-forked-workflow-run-id`, an optional header parameter in the OpenAPI document of the call
+# that takes it (setImpactedTargets, through `OrgOrForkRun`). Its schema is a plain string (a
+# header is never null): any value gets here, and `org_of_fork_run` refuses one that is not a
+# run id (401), saying why.
+ForkRunHeader = Annotated[
+    str | None,
+    Header(
+        alias=FORK_RUN_HEADER,
+        json_schema_extra={"type": "string"},
+        description=(
+            "For a pull request from a fork, whose CI has no secrets: the GitHub Actions run "
+            "id (`${{ github.run_id }}`) of the fork's running workflow run, sent instead of "
+            f"{TOKEN_HEADER}. Accepted only when keepgreen is connected as a GitHub App, and "
+            "only without a token: the run must be a running workflow run of the body's "
+            "repository, from a fork, on `pr.sha`; the targets are then stored for the org "
+            f"the repository belongs to. A valid {TOKEN_HEADER} decides whatever this says."
+        ),
+    ),
+]
+
+
 async def authenticated_org_or_fork_run(
-    request: Request, _token: Annotated[str | None, Depends(api_key)]
+    request: Request,
+    _token: Annotated[str | None, Depends(api_key)],
+    run_id: ForkRunHeader = None,
 ) -> OrgId | ForkRunClaim:
     """The org of a valid token; else, for a request that sent no token (nor Trunk's public
     repository id) but a fork's run id, that claim.
@@ -89,7 +112,6 @@ async def authenticated_org_or_fork_run(
     if org_id is not None:
         return org_id
     headers = request.headers
-    run_id = headers.get(FORK_RUN_HEADER)
     if run_id is not None and not headers.get(TOKEN_HEADER) and PUBLIC_REPO_HEADER not in headers:
         return ForkRunClaim(run_id)
     raise refused(request)
