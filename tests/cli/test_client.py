@@ -489,7 +489,7 @@ EVERY_OPTION = (
     "--accept-skipped-checks", "--max-retries", "2", "--flaky-failures", "pass",
     "--bisect-in-line", "--adaptive-batch-size", "--adaptive-depth",
     "--not-ready-timeout-hours", "24", "--enqueueing-label", "ready", "--no-label-commands",
-    "--no-comment-commands", "--allowed-bot", "renovate[bot]",
+    "--no-comment-commands", "--state-labels", "--allowed-bot", "renovate[bot]",
 )  # fmt: skip
 
 
@@ -527,12 +527,12 @@ def test_queue_update_sets_every_option_given(cli: Cli, queued: GitRepo) -> None
         "enqueueingLabel": "ready",
         "labelCommandsEnabled": False,
         "commandsEnabled": False,
+        "stateLabelsEnabled": True,
         "allowedBotSubmitters": ["renovate[bot]"],
         # Not settable from the CLI; they keep their defaults.
         "createPrsForTestingBranches": False,
         "commentsEnabled": False,
         "statusCheckEnabled": False,
-        "stateLabelsEnabled": False,
         "extensionEnabled": False,
         "testBranchConstructionMode": "rename_temp_branch",
         "batchingRules": [],

@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from keepgreen.app.errors import NotFound
+from keepgreen.app.github.feedback import STATE_LABELS
 from keepgreen.app.pull_requests import QueueTarget
 from keepgreen.app.queues import QueueUpdate
 from keepgreen.bootstrap import Container
@@ -477,6 +478,48 @@ def test_with_commands_off_comments_do_nothing_and_say_so_and_labels_still_queue
     assert repo.comment(commented, "/keepgreen merge", author=WRITER) == 202
     container.worker.run_once()
     assert is_submitted(container, commented)
+
+
+def test_with_state_labels_a_pr_carries_the_label_of_its_state_until_it_merges(
+    container: Container, repo: GithubRepoDriver, fake: FakeGithub
+) -> None:
+    configure(container, QueueUpdate(state_labels_enabled=True))
+
+    def state_labels(number: int) -> list[str]:
+        labels = fake.repo(OWNER, NAME).pulls[number].labels
+        return [label for label in labels if label.startswith("keepgreen:")]
+
+    def label_calls() -> int:
+        return sum("/labels" in request.path for request in fake.requests)
+
+    good = fake.open_pull_request(OWNER, NAME, branch="g", files={"g.txt": "1\n"}, author=WRITER)
+    bad = fake.open_pull_request(OWNER, NAME, branch="b", files={"bad.txt": "1\n"}, author=WRITER)
+    gone = fake.open_pull_request(OWNER, NAME, branch="x", files={"x.txt": "1\n"}, author=WRITER)
+    for number in (good, bad, gone):
+        assert repo.comment(number, "/keepgreen merge", author=WRITER) == 202
+    container.worker.run_once()
+    for number in (good, bad, gone):
+        assert state_labels(number) == [STATE_LABELS[entry(container, number).state]]
+    assert "keepgreen:testing" in {label for n in (good, bad, gone) for label in state_labels(n)}
+    assert "keepgreen:queued" in {label for n in (good, bad, gone) for label in state_labels(n)}
+    calls = label_calls()
+    container.worker.run_once()  # nothing moved: no label is sent again
+    assert label_calls() == calls
+
+    assert repo.comment(gone, "/keepgreen cancel", author=WRITER) == 202
+    fake.set_labels(OWNER, NAME, bad, [])  # someone took the label off by hand
+    settle(container, repo)
+
+    assert entry(container, good).state is PrState.MERGED
+    assert entry(container, bad).state is PrState.FAILED
+    assert state_labels(good) == []  # merged: GitHub shows that itself
+    assert state_labels(gone) == []  # cancelled
+    assert state_labels(bad) == ["keepgreen:failed"]  # it stays after the PR left the queue
+
+    # Turned off, the labels come off.
+    configure(container, QueueUpdate(state_labels_enabled=False))
+    container.worker.run_once()
+    assert state_labels(bad) == []
 
 
 def test_a_bot_the_queue_lists_queues_and_cancels_without_write_permission(

@@ -382,6 +382,14 @@ def queue_update(
             show_default=False,
         ),
     ] = None,
+    state_labels: Annotated[
+        bool | None,
+        typer.Option(
+            "--state-labels/--no-state-labels",
+            help="Whether PRs on GitHub carry a label of their state (keepgreen:testing, ...).",
+            show_default=False,
+        ),
+    ] = None,
     allowed_bot: Annotated[
         list[str] | None,
         typer.Option(help="A bot (name[bot]) that may submit by comment or label; repeat."),
@@ -421,6 +429,7 @@ def queue_update(
         ("enqueueingLabel", enqueueing_label),
         ("labelCommandsEnabled", label_commands),
         ("commandsEnabled", comment_commands),
+        ("stateLabelsEnabled", state_labels),
         ("allowedBotSubmitters", allowed_bot or None),
     ]
     fields = {name: value for name, value in given if value is not None}

@@ -29,7 +29,7 @@ PERMISSIONS = {
     "workflows": "write",  # push test branches whose PRs change .github/workflows
     "pull_requests": "write",  # read PRs, mark them merged
     "checks": "write",  # the `keepgreen` check run on each PR; CI's check runs on test branches
-    "issues": "write",  # the one comment kept up to date on each PR
+    "issues": "write",  # the one comment kept up to date on each PR, the state labels
     "statuses": "read",  # CI's commit statuses on test branches
     "administration": "read",  # branch protection and rulesets: the required checks
     "members": "read",  # who may enqueue: write permission through teams

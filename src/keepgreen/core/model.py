@@ -577,7 +577,9 @@ class GithubInstallation:
 
 @dataclass(frozen=True, slots=True)
 class GithubFeedback:
-    """What keepgreen last showed on a PR on GitHub: its check run and its one comment."""
+    """What keepgreen last showed on a PR on GitHub: its check run, its one comment and its
+    state label.
+    """
 
     repository_id: RepositoryId
     number: int
@@ -590,3 +592,4 @@ class GithubFeedback:
     shown_comment: str = ""
     shown_at: datetime | None = None
     merged_sha: str | None = None  # the commit GitHub's merge made, once it is merged
+    state_label: str | None = None  # the state label put on the PR (`stateLabelsEnabled`)

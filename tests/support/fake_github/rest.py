@@ -75,6 +75,8 @@ class RestApi:
             "issues/create-comment": self.create_comment,
             "issues/list-comments": self.list_comments,
             "issues/update-comment": self.update_comment,
+            "issues/add-labels": self.add_labels,
+            "issues/remove-label": self.remove_label,
             "repos/get-status-checks-protection": self.get_required_checks,
             "repos/get-branch-rules": self.get_branch_rules,
             "actions/get-workflow-run": self.get_workflow_run,
@@ -456,6 +458,32 @@ class RestApi:
         comment.body = call.body["body"]
         comment.updated_at = iso(time.time())
         return Answer(200, self.shapes.comment(repo, comment))
+
+    # --- labels ----------------------------------------------------------------------------
+
+    def add_labels(self, call: Call) -> Answer:
+        """GitHub adds the names given (making a repository label it lacks) and answers every
+        label the issue now has; the body is `{"labels": [...]}` or a bare list of names.
+        """
+        repo = self._repo(call)
+        pull = self._pull(repo, call.params["issue_number"])
+        body = call.body
+        names = body.get("labels", []) if isinstance(body, dict) else body
+        for name in names:
+            label = name if isinstance(name, str) else name["name"]
+            if label not in pull.labels:
+                pull.labels.append(label)
+        return Answer(200, [self.shapes.label(repo, name) for name in pull.labels])
+
+    def remove_label(self, call: Call) -> Answer:
+        """A label the issue does not have is a 404 ("Label does not exist")."""
+        repo = self._repo(call)
+        pull = self._pull(repo, call.params["issue_number"])
+        name = call.params["name"]
+        if name not in pull.labels:
+            raise NotFound
+        pull.labels.remove(name)
+        return Answer(200, [self.shapes.label(repo, label) for label in pull.labels])
 
     # --- protection ------------------------------------------------------------------------
 

@@ -696,6 +696,7 @@ class SqlGithubFeedback:
             shown_comment=row.shown_comment,
             shown_at=row.shown_at,
             merged_sha=row.merged_sha,
+            state_label=row.state_label,
         )
 
     def save(self, feedback: GithubFeedback) -> None:
@@ -710,6 +711,7 @@ class SqlGithubFeedback:
         row.shown_comment = feedback.shown_comment
         row.shown_at = feedback.shown_at
         row.merged_sha = feedback.merged_sha
+        row.state_label = feedback.state_label
         self._session.flush()
 
 

@@ -775,3 +775,4 @@ class GithubFeedbackRow(Base):
     shown_comment: Mapped[str] = mapped_column(String(64))
     shown_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     merged_sha: Mapped[str | None] = mapped_column(String(64))
+    state_label: Mapped[str | None] = mapped_column(String(64))

@@ -414,6 +414,25 @@ class GithubAppClient:
         )
         return answer is not None
 
+    def add_label(self, where: Where, number: int, label: str) -> None:
+        answer = self._call(
+            where.installation_id,
+            lambda github: github.rest(API_VERSION).issues.add_labels(
+                where.owner, where.name, number, data={"labels": [label]}
+            ),
+        )
+        if answer is None:
+            raise GithubRefused(f"pull request #{number} was not found", status=404)
+
+    def remove_label(self, where: Where, number: int, label: str) -> None:
+        # A 404: the PR does not carry it (someone took it off), which is what was wanted.
+        self._call(
+            where.installation_id,
+            lambda github: github.rest(API_VERSION).issues.remove_label(
+                where.owner, where.name, number, label
+            ),
+        )
+
     def required_checks(self, where: Where, branch: str) -> tuple[str, ...]:
         contexts: list[str] = []
         protection = self._call(

@@ -181,6 +181,14 @@ class GithubApi(Protocol):
         """False when the comment is gone (deleted by a user)."""
         ...
 
+    def add_label(self, where: Where, number: int, label: str) -> None:
+        """Put `label` on PR `number` (GitHub makes a label it does not have yet)."""
+        ...
+
+    def remove_label(self, where: Where, number: int, label: str) -> None:
+        """Take `label` off PR `number`; a label it does not carry is no error."""
+        ...
+
     def required_checks(self, where: Where, branch: str) -> tuple[str, ...]:
         """The status checks the branch protection rule and rulesets of `branch` require."""
         ...

@@ -10,6 +10,12 @@ changes (its place in line, a required check's progress) are sent at most every
 `MINOR_CHANGE_SECONDS`; a queue draining N waiting PRs would otherwise cost N updates per
 merge. `statusCheckEnabled` and `commentsEnabled` of the queue switch each
 part. The check run follows the head: a PR pushed to gets a new one on the new head.
+
+With the queue's `stateLabelsEnabled`, the PR also carries one label of its state, seen in
+GitHub's list of pull requests: `keepgreen:queued` (waiting to enter, or to be tested),
+`keepgreen:testing` (in a run, passed and waiting for the PRs ahead, or failing while its
+blame is decided), `keepgreen:failed` (it stays after the PR left, until it is queued again);
+it is taken off when the PR merges or is cancelled, or when the setting is turned off.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from keepgreen.app.explain_facts import queue_facts
 from keepgreen.app.github.api import CheckRunView, GithubApi
 from keepgreen.app.github.host import where
 from keepgreen.app.ports import Clock, UnitOfWorkFactory
+from keepgreen.core.enums import PrState
 from keepgreen.core.ids import QueueId
 from keepgreen.core.model import GithubFeedback, Queue, QueueEntry, Repository
 
@@ -34,6 +41,15 @@ log = structlog.get_logger(__name__)
 _LEFT_WITHIN = timedelta(minutes=30)
 # A check run whose milestone is unchanged is sent again at most this often.
 MINOR_CHANGE_SECONDS = 120.0
+# The state label of a PR in each state (`stateLabelsEnabled`); none once merged or cancelled.
+STATE_LABELS = {
+    PrState.NOT_READY: "keepgreen:queued",
+    PrState.PENDING: "keepgreen:queued",
+    PrState.TESTING: "keepgreen:testing",
+    PrState.TESTS_PASSED: "keepgreen:testing",
+    PrState.PENDING_FAILURE: "keepgreen:testing",
+    PrState.FAILED: "keepgreen:failed",
+}
 
 
 def check_view(explanation: Explanation) -> CheckRunView:
@@ -78,7 +94,9 @@ class GithubFeedbackPublisher:
             repository = uow.repositories.get(queue.repository_id)
             config = queue.config
             if repository.github_installation_id is None or not (
-                config.status_check_enabled or config.comments_enabled
+                config.status_check_enabled
+                or config.comments_enabled
+                or config.state_labels_enabled
             ):
                 return
             facts = queue_facts(uow, queue, repository, now, left_within=_LEFT_WITHIN)
@@ -90,6 +108,11 @@ class GithubFeedbackPublisher:
             if not fact.entry.is_read:
                 continue  # no head to put a check run on until the worker reads the PR
             known = shown[fact.entry.number] or GithubFeedback(repository.id, fact.entry.number)
+            wanted = STATE_LABELS.get(fact.entry.state) if config.state_labels_enabled else None
+            if wanted != known.state_label:
+                known = self._label(repository, fact.entry.number, known, wanted)
+            if not (config.status_check_enabled or config.comments_enabled):
+                continue
             view, brief = check_view(render(fact)), check_view(render(milestone(fact)))
             head = fact.entry.head_sha
             if known.shown == digest(view, head):
@@ -141,6 +164,21 @@ class GithubFeedbackPublisher:
                 )
             )
             uow.commit()
+
+    def _label(
+        self, repository: Repository, number: int, known: GithubFeedback, wanted: str | None
+    ) -> GithubFeedback:
+        """Put the PR's state label `wanted` in place of the one it carries (None: none)."""
+        place = where(repository)
+        if known.state_label is not None:
+            self._api.remove_label(place, number, known.state_label)
+        if wanted is not None:
+            self._api.add_label(place, number, wanted)
+        with self._uow() as uow:
+            current = uow.github_feedback.get(repository.id, number) or known
+            uow.github_feedback.save(replace(current, state_label=wanted))
+            uow.commit()
+        return replace(known, state_label=wanted)
 
     # -- MergeFeedback (the GitHub host's landing) -------------------------------------------
 
