@@ -25,6 +25,7 @@ from keepgreen.adapters.db.engine import (
 )
 from keepgreen.adapters.db.quick_reads import SqlQuickReads
 from keepgreen.adapters.db.uow import SqlUnitOfWork
+from keepgreen.adapters.db.wake import wake_channel
 from keepgreen.adapters.git.local_host import LocalGitHost, local_path
 from keepgreen.adapters.git.refnames import is_valid_ref_name
 from keepgreen.adapters.git.remote_host import CodeHosts, RemoteGitHost, mirror_path
@@ -52,7 +53,14 @@ from keepgreen.app.github.host import GithubHost
 from keepgreen.app.github.installations import GithubInstallations, github_host_name
 from keepgreen.app.github.intake import WebhookIntake
 from keepgreen.app.metrics import MetricsService
-from keepgreen.app.ports import Clock, IdFactory, MergeHost, UnitOfWork, UnitOfWorkFactory
+from keepgreen.app.ports import (
+    Clock,
+    IdFactory,
+    MergeHost,
+    UnitOfWork,
+    UnitOfWorkFactory,
+    WakeChannel,
+)
 from keepgreen.app.pull_requests import PullRequestService
 from keepgreen.app.queue_history import QueueHistoryService
 from keepgreen.app.queues import QueueService
@@ -146,11 +154,26 @@ class Container:
     github_installations: GithubInstallations | None = None
     # A fork's workflow run in place of a token (setImpactedTargets); None: no App configured.
     fork_runs: ForkRuns | None = None
+    # Wakes the workers of other processes (and this one's, when it serves).
+    wake_channel: WakeChannel | None = None
 
     def close(self) -> None:
         self.runner.close(wait=False)
         self.quick_reads.close()
+        if self.wake_channel is not None:
+            self.wake_channel.close()
         self.engine.dispose()
+
+
+def _waker(parts: dict[str, Worker], channel: WakeChannel) -> Callable[[], None]:
+    """Wakes this process's worker (once built) and, through `channel`, those of others."""
+
+    def wake() -> None:
+        if "worker" in parts:
+            parts["worker"].wake()
+        channel.send()
+
+    return wake
 
 
 def github_sign_in(settings: Settings) -> GithubSignIn | None:
@@ -240,10 +263,10 @@ def bootstrap(
     # The runner reports through the status service, which wakes the worker; the worker
     # starts the runner. Both exist before either is used, so tie them with a late lookup.
     parts: dict[str, Worker] = {}
-
-    def wake() -> None:
-        if "worker" in parts:
-            parts["worker"].wake()
+    # The worker that reads what this process wrote may run in another process (the HTTP
+    # processes of `serve --workers N`, a `keepgreen worker` beside the API).
+    wakes = wake_channel(engine.url)
+    wake = _waker(parts, wakes)
 
     statuses = StatusService(unit_of_work, clock=clock, wake=wake)
     detector = Detector()
@@ -332,6 +355,7 @@ def bootstrap(
         recover=runner.recover,
         telemetry=telemetry,
         github=duties,
+        wake_channel=wakes,
     )
     parts["worker"] = worker
     ingest = IngestService(
@@ -348,6 +372,7 @@ def bootstrap(
         settings=settings,
         engine=engine,
         quick_reads=quick_reads,
+        wake_channel=wakes,
         admin=admin,
         queues=queues,
         pull_requests=pull_requests,

@@ -226,3 +226,43 @@ def _is_gone(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] == "Z"
     except FileNotFoundError:
         return True
+
+
+@pytest.mark.parametrize("layout", ["serve --workers 2", "serve --no-worker, keepgreen worker"])
+def test_a_submit_through_another_process_wakes_the_worker_at_once(
+    layout: str, token: str, env: dict[str, str], workdir: Path, tmp_path: Path
+) -> None:
+    """The HTTP process that takes a submit is not the worker's: it wakes the worker through
+    the database's wake channel, so the PR is read in well under the worker's poll (here a
+    minute), as it is when one process does both.
+    """
+    slow_poll = env | {"KEEPGREEN_WORKER_POLL_SECONDS": "60"}
+    worker = None
+    if layout == "serve --workers 2":
+        served = Served(
+            env=slow_poll, cwd=workdir, log=tmp_path / "serve.log", worker=True,
+            flags=("--workers", "2"),
+        )  # fmt: skip
+    else:
+        served = Served(env=slow_poll, cwd=workdir, log=tmp_path / "serve.log")
+        with (tmp_path / "worker.log").open("w") as log:
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "keepgreen", "worker"],
+                stdout=log, stderr=subprocess.STDOUT, env=slow_poll, cwd=workdir,
+            )  # fmt: skip
+    try:
+        served.wait_until_answering()
+        assert post(served.url, token, "createQueue").status_code == 200
+        keep_in_queue(served.url, token)
+        time.sleep(2)  # the worker's first pass is over: it sleeps out its poll
+        for number in (1, 2):
+            started = time.monotonic()
+            submitted = post(served.url, token, "submitPullRequest", pr={"number": number})
+            assert submitted.status_code == 200, submitted.text
+            assert wait_until_read(served.url, token, number) in ("pending", "testing")
+            assert time.monotonic() - started < 15, served.output
+    finally:
+        if worker is not None:
+            worker.terminate()
+            worker.wait(timeout=STOP_TIMEOUT_SECONDS)
+        served.stop()

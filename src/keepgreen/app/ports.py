@@ -5,6 +5,7 @@ Repositories never commit: the unit of work does, once per use case.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -85,6 +86,25 @@ class CredentialFileError(CodeHostError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, kind=IncidentKind.CREDENTIAL_FILE)
+
+
+class WakeChannel(Protocol):
+    """Wakes the queue workers of other processes sharing the database (an HTTP process of
+    `keepgreen serve --workers N`, a `keepgreen worker` beside the API): best effort, since a
+    worker that is not woken still polls.
+    """
+
+    def send(self) -> None:
+        """Tell every listening worker that something was written for it; never raises."""
+        ...
+
+    def listen(self, on_wake: Callable[[], None], stop: threading.Event) -> None:
+        """Call `on_wake` at each message from `send` (any process) until `stop` is set."""
+        ...
+
+    def close(self) -> None:
+        """Let go of what `send` holds (a connection, a socket)."""
+        ...
 
 
 class CodeHost(Protocol):

@@ -40,6 +40,7 @@ from keepgreen.app.ports import (
     Landing,
     MergeHost,
     UnitOfWorkFactory,
+    WakeChannel,
 )
 from keepgreen.app.queue_log import queue_name
 from keepgreen.app.stall import StallWatch
@@ -122,8 +123,11 @@ class Worker:
         recover: Callable[[], object] | None = None,
         telemetry: Telemetry | None = None,
         github: GithubDuties | None = None,
+        wake_channel: WakeChannel | None = None,
     ) -> None:
         self._uow = uow
+        # Wakes from other processes (their submits, statuses): heard while `serve` runs.
+        self._wake_channel = wake_channel
         # The GitHub App's part of each pass (deliveries, PR feedback, required checks).
         self._github = github
         self._telemetry = telemetry or Telemetry()
@@ -179,6 +183,15 @@ class Worker:
             daemon=True,
         )
         beating.start()
+        listening = None
+        if self._wake_channel is not None:
+            listening = threading.Thread(
+                target=self._wake_channel.listen,
+                args=(self.wake, stop),
+                name="keepgreen-wake",
+                daemon=True,
+            )
+            listening.start()
         try:
             while not stop.is_set():
                 self.wakeup.clear()
@@ -192,6 +205,8 @@ class Worker:
         finally:
             passes_over.set()
             beating.join()
+            if listening is not None:
+                listening.join(timeout=5)  # it sees `stop` within a tick and leaves
             if self._runner is not None:
                 self._runner.close(wait=False)
             self.release_all()
