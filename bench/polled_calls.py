@@ -13,7 +13,9 @@ requests per second, the ratio to the bare app, and keepgreen's p50 / p99 latenc
 The last row is the merge button pressed on a PR not in the queue: every request submits
 another PR (refs made for the run, one per request, on one commit; one connection per wrk
 thread, each thread its own numbers), so each is a first submit, which the worker then reads
-and admits while the load goes on. Its bare app answers `{}`, as keepgreen does.
+and admits while the load goes on. Its bare app answers `{}`, as keepgreen does. With
+`--api-alone`, one more row: the same flood against `keepgreen serve --no-worker` started on
+the same database afterwards (what the submit itself costs, without the worker beside it).
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ wrk.body = os.getenv("BENCH_BODY")
 )
 
 
-# First submits: thread k of wrk submits PRs FIRST_PR + k * PER_THREAD + 1, + 2, ...
+# First submits: thread k of wrk submits PRs FIRST_PR + offset + k * PER_THREAD + 1, + 2, ...
 FIRST_PR = 1000
 PER_THREAD = 20_000
 FIRST_REFS_PER_THREAD = 3_000  # more than a thread sends in a row
@@ -82,7 +84,7 @@ init = function(args)
 end
 request = function()
   sent = sent + 1
-  local number = FIRST_PR + id * PER_THREAD + sent
+  local number = FIRST_PR + tonumber(os.getenv("BENCH_OFFSET")) + id * PER_THREAD + sent
   return wrk.format(nil, nil, nil, string.format(os.getenv("BENCH_BODY"), number))
 end
 """.replace("FIRST_PR", str(FIRST_PR)).replace("PER_THREAD", str(PER_THREAD))
@@ -130,6 +132,7 @@ def drive(
         env={
             "BENCH_TOKEN": token,
             "BENCH_BODY": body if isinstance(body, str) else json.dumps(body),
+            "BENCH_OFFSET": str(getattr(args, "first_pr_offset", 0)),
             "PATH": "/usr/bin:/bin",
         },
     )
@@ -258,6 +261,18 @@ def run(args: argparse.Namespace) -> list[tuple[str, str, Load, Load]]:
                            args=args, first_submits=True)  # fmt: skip
             rows.append((backend, "submitPullRequest (first submit)", ours, theirs))
             print_row(*rows[-1])
+            if args.api_alone:
+                served.stop()
+                served = Served(
+                    env=env, cwd=cwd, log=cwd / "api.log", workers=args.workers, queue_worker=False
+                )
+                served.wait_until_answering(token)
+                # Numbers the first flood did not reach (they need no refs: nothing reads them).
+                args.first_pr_offset = FIRST_REFS_PER_THREAD
+                ours = drive(f"{served.url}/submitPullRequest", token=token, body=template,
+                             args=args, first_submits=True)  # fmt: skip
+                rows.append((backend, "first submit, the API alone", ours, theirs))
+                print_row(*rows[-1])
         finally:
             served.stop()
             if bare is not None:
@@ -284,6 +299,9 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--workers", type=int, default=1, help="HTTP processes of each server")
     parser.add_argument("--rounds", type=int, default=1, help="times each pair is driven")
+    parser.add_argument(
+        "--api-alone", action="store_true", help="add the first-submit row without the worker"
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is needed: apt-get install wrk")

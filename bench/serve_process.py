@@ -94,13 +94,23 @@ def reset_peak_rss(pid: int) -> bool:
 class Served:
     """`keepgreen serve` (API and queue worker, as an operator runs it) on a free port."""
 
-    def __init__(self, *, env: dict[str, str], cwd: Path, log: Path, workers: int = 1) -> None:
+    def __init__(
+        self,
+        *,
+        env: dict[str, str],
+        cwd: Path,
+        log: Path,
+        workers: int = 1,
+        queue_worker: bool = True,
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.log = log
         command = [sys.executable, "-m", "keepgreen", "serve", "--port", str(self.port)]
         if workers > 1:
             command += ["--workers", str(workers)]
+        if not queue_worker:
+            command.append("--no-worker")
         with log.open("w") as log_file:
             self.process = subprocess.Popen(
                 command,
