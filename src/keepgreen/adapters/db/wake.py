@@ -99,8 +99,9 @@ class PostgresWake:
         with self._lock:
             try:
                 if self._connection is None or self._connection.closed:
+                    # Short: the request that sends waits on it (its own write is done).
                     self._connection = psycopg.connect(
-                        self._conninfo, autocommit=True, connect_timeout=5
+                        self._conninfo, autocommit=True, connect_timeout=2
                     )
                 self._connection.execute(f"NOTIFY {self.channel}")
             except psycopg.Error as error:
