@@ -56,16 +56,11 @@ class Listener:
         self.count += 1
         self.woken.set()
 
-    def ready(self, channel: WakeChannel) -> None:
-        """Until it listens: a PostgreSQL listener wakes once when connected; a SQLite one
-        has its socket in the folder.
+    def ready(self) -> None:
+        """Until it listens: a listener wakes once when it starts listening (for what was
+        sent before it was there).
         """
-        deadline = time.monotonic() + WAIT_SECONDS
-        if isinstance(channel, SqliteWake):
-            while not any(channel.folder.glob("*")) and time.monotonic() < deadline:
-                time.sleep(0.01)
-        else:
-            assert self.woken.wait(WAIT_SECONDS)
+        assert self.woken.wait(WAIT_SECONDS)
         self.woken.clear()
 
     def close(self) -> None:
@@ -79,7 +74,7 @@ def test_a_send_from_another_process_wakes_the_listening_worker(urls: tuple[URL,
     worker, api = wake_channel(url), wake_channel(url)  # each process has its own
     listener = Listener(worker)
     try:
-        listener.ready(worker)
+        listener.ready()
         api.send()
         assert listener.woken.wait(WAIT_SECONDS)
         listener.woken.clear()
@@ -97,7 +92,7 @@ def test_another_database_is_not_woken(urls: tuple[URL, URL]) -> None:
     worker, elsewhere, here = wake_channel(url), wake_channel(other), wake_channel(url)
     listener = Listener(worker)
     try:
-        listener.ready(worker)
+        listener.ready()
         elsewhere.send()
         assert not listener.woken.wait(0.5)
         here.send()  # the same database still wakes it
@@ -122,7 +117,7 @@ def test_a_stopped_sqlite_listener_leaves_no_socket_and_a_dead_ones_is_cleared(
     channel = wake_channel(url)
     assert isinstance(channel, SqliteWake)
     listener = Listener(channel)
-    listener.ready(channel)
+    listener.ready()
     listener.close()
     assert list(channel.folder.iterdir()) == []
     # A worker killed before its cleanup: its socket stays, bound by nobody.
@@ -142,8 +137,8 @@ def test_a_sqlite_wake_folder_open_to_others_is_not_used(tmp_path: Path) -> None
     channel.folder.chmod(0o777)  # anyone could put a socket there, or read who listens
     listener = Listener(channel)
     try:
-        time.sleep(0.2)
-        assert list(channel.folder.iterdir()) == []  # it did not bind there: it polls
+        assert not listener.woken.wait(0.2)  # it does not listen: the worker polls
+        assert list(channel.folder.iterdir()) == []
         channel.send()
         assert not listener.woken.wait(0.3)
     finally:

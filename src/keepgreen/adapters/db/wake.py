@@ -174,6 +174,7 @@ class SqliteWake:
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
             listener.bind(str(path))
             listener.settimeout(LISTEN_TICK_SECONDS)
+            on_wake()  # what was sent before this listener was there
             try:
                 while not stop.is_set():
                     try:
