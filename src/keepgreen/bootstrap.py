@@ -265,7 +265,7 @@ def bootstrap(
     parts: dict[str, Worker] = {}
     # The worker that reads what this process wrote may run in another process (the HTTP
     # processes of `serve --workers N`, a `keepgreen worker` beside the API).
-    wakes = wake_channel(engine.url)
+    wakes = wake_channel(engine)
     wake = _waker(parts, wakes)
 
     statuses = StatusService(unit_of_work, clock=clock, wake=wake)

@@ -7,16 +7,38 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, event, text
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import sessionmaker
 
 from keepgreen.adapters.db import engine as engine_module
 from keepgreen.adapters.db.engine import READ_ONLY_OPTION, make_engine
 from keepgreen.adapters.db.uow import SqlUnitOfWork
 from keepgreen.app.errors import Busy
+
+
+@contextmanager
+def writing(engine: Engine) -> Iterator[None]:
+    """A transaction of `engine` that holds SQLite's write lock (BEGIN IMMEDIATE) until the
+    block ends.
+    """
+    writer = engine.connect()
+    writer.begin()
+    try:
+        yield
+    finally:
+        writer.rollback()
+        writer.close()
+
+
+def assert_busy(engine: Engine) -> None:
+    """A unit of work of `engine` that must write is told the database is busy."""
+    with pytest.raises(Busy), SqlUnitOfWork(sessionmaker(engine), lambda: "id") as uow:
+        uow.repositories.list_all()
 
 
 def test_a_pool_with_no_connection_left_is_busy(tmp_path: Path) -> None:
@@ -47,15 +69,9 @@ def test_sqlite_locked_past_the_busy_timeout_is_busy(tmp_path: Path) -> None:
     # Another process's writer (an engine of its own: writers of one engine take turns
     # before they reach the file's lock).
     other = make_engine(url)
-    writer = other.connect()
-    writer.begin()  # BEGIN IMMEDIATE: the write lock is taken
-    try:
-        with pytest.raises(Busy), SqlUnitOfWork(sessionmaker(engine), lambda: "id") as uow:
-            uow.repositories.list_all()
-    finally:
-        writer.rollback()
-        writer.close()
-        other.dispose()
+    with writing(other):
+        assert_busy(engine)
+    other.dispose()
 
 
 def test_a_sqlite_writer_whose_turn_does_not_come_is_busy(
@@ -63,14 +79,8 @@ def test_a_sqlite_writer_whose_turn_does_not_come_is_busy(
 ) -> None:
     monkeypatch.setattr(engine_module, "SQLITE_WRITE_WAIT_SECONDS", 0.1)
     engine = make_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")
-    writer = engine.connect()
-    writer.begin()  # this process's writer has the turn
-    try:
-        with pytest.raises(Busy), SqlUnitOfWork(sessionmaker(engine), lambda: "id") as uow:
-            uow.repositories.list_all()
-    finally:
-        writer.rollback()
-        writer.close()
+    with writing(engine):  # this process's writer has the turn
+        assert_busy(engine)
     # The turn came back with the connection: the next writer gets it.
     with engine.begin() as connection:
         connection.execute(text("CREATE TABLE t (x INTEGER)"))

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import URL
-from sqlalchemy.engine import make_url
+from sqlalchemy import Engine
 
+from keepgreen.adapters.db.engine import make_engine
 from keepgreen.adapters.db.wake import COALESCE_SECONDS, SqliteWake, wake_channel
 from keepgreen.app.ports import WakeChannel
 from tests.conftest import BACKENDS, PG_URL
@@ -26,12 +26,12 @@ WAIT_SECONDS = 5.0
 
 
 @pytest.fixture(params=BACKENDS)
-def urls(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[URL, URL]]:
-    """Two databases of the backend (two SQLite files, two PostgreSQL schemas)."""
+def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Engine, Engine]]:
+    """Engines of two databases of the backend (two SQLite files, two PostgreSQL schemas)."""
     if request.param == "sqlite":
         yield (
-            make_url(f"sqlite:///{tmp_path / 'a.db'}"),
-            make_url(f"sqlite:///{tmp_path / 'b.db'}"),
+            make_engine(f"sqlite:///{tmp_path / 'a.db'}"),
+            make_engine(f"sqlite:///{tmp_path / 'b.db'}"),
         )
         return
     assert PG_URL is not None
@@ -39,7 +39,7 @@ def urls(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[URL, 
         fresh_schema(PG_URL, prefix="kg_wake") as one,
         fresh_schema(PG_URL, prefix="kg_wake") as two,
     ):
-        yield make_url(one), make_url(two)
+        yield make_engine(one), make_engine(two)
 
 
 class Listener:
@@ -69,8 +69,10 @@ class Listener:
         assert not self.thread.is_alive()
 
 
-def test_a_send_from_another_process_wakes_the_listening_worker(urls: tuple[URL, URL]) -> None:
-    url, _ = urls
+def test_a_send_from_another_process_wakes_the_listening_worker(
+    engines: tuple[Engine, Engine],
+) -> None:
+    url, _ = engines
     worker, api = wake_channel(url), wake_channel(url)  # each process has its own
     listener = Listener(worker)
     try:
@@ -87,8 +89,8 @@ def test_a_send_from_another_process_wakes_the_listening_worker(urls: tuple[URL,
         worker.close()
 
 
-def test_another_database_is_not_woken(urls: tuple[URL, URL]) -> None:
-    url, other = urls
+def test_another_database_is_not_woken(engines: tuple[Engine, Engine]) -> None:
+    url, other = engines
     worker, elsewhere, here = wake_channel(url), wake_channel(other), wake_channel(url)
     listener = Listener(worker)
     try:
@@ -103,8 +105,8 @@ def test_another_database_is_not_woken(urls: tuple[URL, URL]) -> None:
             channel.close()
 
 
-def test_a_send_with_nobody_listening_is_no_error(urls: tuple[URL, URL]) -> None:
-    url, _ = urls
+def test_a_send_with_nobody_listening_is_no_error(engines: tuple[Engine, Engine]) -> None:
+    url, _ = engines
     channel = wake_channel(url)
     channel.send()
     channel.close()
@@ -113,7 +115,7 @@ def test_a_send_with_nobody_listening_is_no_error(urls: tuple[URL, URL]) -> None
 def test_a_stopped_sqlite_listener_leaves_no_socket_and_a_dead_ones_is_cleared(
     tmp_path: Path,
 ) -> None:
-    url = make_url(f"sqlite:///{tmp_path / 'k.db'}")
+    url = make_engine(f"sqlite:///{tmp_path / 'k.db'}")
     channel = wake_channel(url)
     assert isinstance(channel, SqliteWake)
     listener = Listener(channel)
@@ -130,7 +132,7 @@ def test_a_stopped_sqlite_listener_leaves_no_socket_and_a_dead_ones_is_cleared(
 
 
 def test_a_sqlite_wake_folder_open_to_others_is_not_used(tmp_path: Path) -> None:
-    url = make_url(f"sqlite:///{tmp_path / 'k.db'}")
+    url = make_engine(f"sqlite:///{tmp_path / 'k.db'}")
     channel = wake_channel(url)
     assert isinstance(channel, SqliteWake)
     channel.folder.mkdir(mode=0o700)

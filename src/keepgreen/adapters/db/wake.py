@@ -27,10 +27,11 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import structlog
-from sqlalchemy import URL
+from sqlalchemy import Engine
 
 from keepgreen.app.ports import WakeChannel
 
@@ -42,11 +43,11 @@ LISTEN_TICK_SECONDS = 0.5
 RECONNECT_SECONDS = 1.0
 
 
-def wake_channel(url: URL) -> WakeChannel:
-    """The channel for the database at `url` (SQLite in memory: one that does nothing)."""
-    if url.get_backend_name() == "postgresql":
-        return PostgresWake(url)
-    database = url.database
+def wake_channel(engine: Engine) -> WakeChannel:
+    """The channel for `engine`'s database (SQLite in memory: one that does nothing)."""
+    if engine.dialect.name == "postgresql":
+        return PostgresWake(engine)
+    database = engine.url.database
     if not database or database == ":memory:":
         return NoWake()
     return SqliteWake(Path(database))
@@ -84,10 +85,15 @@ class _Coalesced:
 class PostgresWake:
     """NOTIFY and LISTEN on connections of their own (autocommit; the pool is not used)."""
 
-    def __init__(self, url: URL) -> None:
-        # psycopg's own connection string; the password stays in memory only.
-        self._conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
-        where = f"{url.database}?{sorted(url.query.items())}"
+    def __init__(self, engine: Engine) -> None:
+        # The driver's arguments as the engine's own connections get them (the password stays
+        # in memory only).
+        cargs, cparams = engine.dialect.create_connect_args(engine.url)
+        self._connect_args: tuple[list[Any], dict[str, Any]] = (
+            list(cargs),
+            {**cparams, "autocommit": True},
+        )
+        where = f"{engine.url.database}?{sorted(engine.url.query.items())}"
         self.channel = f"keepgreen_wake_{hashlib.sha256(where.encode()).hexdigest()[:12]}"
         self._coalesced = _Coalesced()
         self._lock = threading.Lock()
@@ -100,9 +106,7 @@ class PostgresWake:
             try:
                 if self._connection is None or self._connection.closed:
                     # Short: the request that sends waits on it (its own write is done).
-                    self._connection = psycopg.connect(
-                        self._conninfo, autocommit=True, connect_timeout=2
-                    )
+                    self._connection = self._connect(timeout=2)
                 self._connection.execute(f"NOTIFY {self.channel}")
             except psycopg.Error as error:
                 log.debug("worker wake not sent", error=type(error).__name__)
@@ -113,7 +117,7 @@ class PostgresWake:
     def listen(self, on_wake: Callable[[], None], stop: threading.Event) -> None:
         while not stop.is_set():
             try:
-                with psycopg.connect(self._conninfo, autocommit=True, connect_timeout=5) as conn:
+                with self._connect(timeout=5) as conn:
                     conn.execute(f"LISTEN {self.channel}")
                     on_wake()  # what was sent while this listener was not connected
                     while not stop.is_set():
@@ -122,6 +126,13 @@ class PostgresWake:
             except psycopg.Error as error:
                 log.debug("worker wake listener reconnecting", error=type(error).__name__)
                 stop.wait(RECONNECT_SECONDS)
+
+    def _connect(self, *, timeout: int) -> psycopg.Connection[tuple[object, ...]]:
+        cargs, cparams = self._connect_args
+        connection: psycopg.Connection[tuple[object, ...]] = psycopg.connect(
+            *cargs, **{**cparams, "connect_timeout": timeout}
+        )
+        return connection
 
     def close(self) -> None:
         with self._lock:
