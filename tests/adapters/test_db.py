@@ -82,6 +82,28 @@ def test_positions_are_a_strict_sequence_per_queue(container: Container, queue: 
     assert positions == [1, 2, 3, 4, 5, 6]
 
 
+def test_positions_taken_together_follow_those_taken_alone(
+    container: Container, queue: Queue
+) -> None:
+    with container.unit_of_work() as uow:
+        taken = [uow.queues.next_position(queue.id), *uow.queues.next_positions(queue.id, 3)]
+        taken.append(uow.queues.next_position(queue.id))
+        uow.commit()
+    assert taken == [1, 2, 3, 4, 5]
+
+
+def test_entries_added_together_read_back_with_their_numbers_known(
+    container: Container, queue: Queue
+) -> None:
+    added = [make_entry(number=number) for number in (4, 2)]
+    with container.unit_of_work() as uow:
+        uow.entries.add_all(added)
+        uow.commit()
+    with container.unit_of_work() as uow:
+        assert uow.entries.numbers_known(queue.id, [1, 2, 3, 4]) == {2, 4}
+        assert [uow.entries.get(entry.id) for entry in added] == added
+
+
 def test_leaving_without_commit_rolls_back(container: Container, queue: Queue) -> None:
     with container.unit_of_work() as uow:
         uow.entries.add(make_entry(number=1))

@@ -24,6 +24,7 @@ from keepgreen.core.model import (
     Queue,
     QueueEntry,
     Repository,
+    StateChange,
     TestRun,
 )
 from keepgreen.core.scheduler import (
@@ -135,16 +136,38 @@ class QueueEngine:
         queue, so nothing is decided here: the worker reads the PR and admits it. The entry
         as written.
         """
-        now = self._clock()
-        entered, change = entering(entry, None if previous is None else previous.state, now)
         if previous is None:
-            uow.entries.add(entered)
-        else:
-            uow.entries.save(entered)
-        uow.history.add(change)
-        uow.on_commit(lambda: self._telemetry.decided((change,), ()))
-        uow.on_commit(lambda: log_entered(repository, entered.base_branch, entered, change))
+            return self.enter_new(uow, repository, (entry,))[0]
+        entered, change = entering(entry, previous.state, self._clock())
+        uow.entries.save(entered)
+        self._entered(uow, repository, ((entered, change),))
         return entered
+
+    def enter_new(
+        self, uow: UnitOfWork, repository: Repository, entries: Sequence[QueueEntry]
+    ) -> list[QueueEntry]:
+        """`enter` for PRs the queue has never had, written together: the entries as written."""
+        now = self._clock()
+        changed = [entering(entry, None, now) for entry in entries]
+        uow.entries.add_all([entered for entered, _change in changed])
+        self._entered(uow, repository, changed)
+        return [entered for entered, _change in changed]
+
+    def _entered(
+        self,
+        uow: UnitOfWork,
+        repository: Repository,
+        changed: Sequence[tuple[QueueEntry, StateChange]],
+    ) -> None:
+        changes = tuple(change for _entered, change in changed)
+        uow.history.add_all(changes)
+
+        def told() -> None:
+            self._telemetry.decided(changes, ())
+            for entered, change in changed:
+                log_entered(repository, entered.base_branch, entered, change)
+
+        uow.on_commit(told)
 
     def _persist(self, uow: UnitOfWork, before: EngineState, decision: Decision) -> None:
         after = decision.state

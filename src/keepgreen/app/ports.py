@@ -402,11 +402,23 @@ class QueueRepository(Protocol):
         """The next admission sequence number of the queue (atomic)."""
         ...
 
+    def next_positions(self, queue_id: QueueId, count: int) -> range:
+        """The `count` next admission sequence numbers of the queue, in order (atomic)."""
+        ...
+
 
 class EntryRepository(Protocol):
     def add(self, entry: QueueEntry) -> None: ...
+    def add_all(self, entries: Sequence[QueueEntry]) -> None:
+        """`add` of several entries, written together."""
+        ...
+
     def save(self, entry: QueueEntry) -> None: ...
     def find(self, queue_id: QueueId, number: int) -> QueueEntry | None: ...
+    def numbers_known(self, queue_id: QueueId, numbers: Sequence[int]) -> set[int]:
+        """Which of the PR `numbers` the queue has an entry for, whatever its state."""
+        ...
+
     def find_by_branch(self, queue_id: QueueId, branch: str) -> QueueEntry | None:
         """The entry of the PR submitted from `branch`: the one in the queue if there is one,
         else the one that left it last.
@@ -438,6 +450,10 @@ class EntryRepository(Protocol):
 
 class HistoryRepository(Protocol):
     def add(self, change: StateChange) -> None: ...
+    def add_all(self, changes: Sequence[StateChange]) -> None:
+        """`add` of several changes, written together, after those added before."""
+        ...
+
     def list_for_entry(self, entry_id: PullRequestId) -> Sequence[StateChange]: ...
     def last_for_entry(self, entry_id: PullRequestId) -> StateChange | None:
         """The entry's latest change (what its current reason and detail come from)."""

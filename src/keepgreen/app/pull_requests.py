@@ -81,13 +81,32 @@ class ExplainedEntry:
 
 
 @dataclass(frozen=True, slots=True)
-class Resubmit:
+class SubmitAsk:
     """A submit as presented: the token, the PR it names, and the options it asks for."""
 
     token: str
     ask: QueueAsk
     priority: Priority | None
     no_batch: bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class FirstSubmit:
+    """A submit of a PR its queue has never had, as a quick read found it: the token's org,
+    the PR and the options asked for (`submit_first` writes it).
+    """
+
+    org_id: OrgId
+    ask: QueueAsk
+    priority: Priority | None
+    no_batch: bool | None
+
+
+# What a quick read found of a submit (`read_submits`): True, it changes nothing (the PR is in
+# the queue with those options); a `FirstSubmit`, the PR was never in the queue; False, anything
+# else (a resubmit that changes something, a PR that left, a token or queue not found), which
+# the full `submit` answers.
+SubmitRead = bool | FirstSubmit
 
 
 class PullRequestService:
@@ -129,18 +148,40 @@ class PullRequestService:
         found = queued_options(self._quick, target.org_id, target.repo, target.branch, number)
         return _unchanged(found, priority, no_batch)
 
-    async def resubmits_changing_nothing(self, asked: Sequence[Resubmit]) -> list[bool]:
-        """`changes_nothing` of each resubmit for the org of the presented token it comes with,
-        the tokens checked in the same read, all in one: False for a token that is not live or
-        a queue its org does not have too (the full submit refuses those).
+    async def read_submits(self, asked: Sequence[SubmitAsk]) -> list[SubmitRead]:
+        """What each submit is, for the org of the presented token it comes with (see
+        `SubmitRead`), the tokens checked in the same read, all in one: False for a token that
+        is not live or a queue its org does not have (the full submit refuses those).
         """
         found = await for_tokens(
             self._quick.token_queued_options, [(one.token, one.ask) for one in asked]
         )
-        return [
-            read is not None and _unchanged(read[1], one.priority, one.no_batch)
-            for one, read in zip(asked, found, strict=True)
-        ]
+        return [_submit_read(one, read) for one, read in zip(asked, found, strict=True)]
+
+    def submit_first(self, asked: Sequence[FirstSubmit]) -> list[bool]:
+        """Enter PRs their queue has never had, as `submit` does, all in one transaction (the
+        merge buttons of one moment): a queue locked, its repository found and the commit
+        made once for all its PRs, and the worker woken once. False for a PR found otherwise
+        once its queue is locked (submitted meanwhile, twice in `asked`, the queue draining or
+        gone), which the full `submit` answers. Queues are locked in one order, so that two
+        processes writing batches over the same queues never wait on each other in a cycle.
+        """
+        entered = [False] * len(asked)
+        by_queue: dict[tuple[str, ...], list[int]] = {}
+        for index, one in enumerate(asked):
+            ref = one.ask.ref
+            by_queue.setdefault(
+                (one.org_id, ref.host, ref.owner, ref.name, one.ask.branch), []
+            ).append(index)
+        with self._uow() as uow:
+            for key in sorted(by_queue):
+                for index in self._enter_first(uow, asked, by_queue[key]):
+                    entered[index] = True
+            if any(entered):
+                uow.commit()
+        if any(entered):
+            self._wake()
+        return entered
 
     def submit(
         self,
@@ -210,6 +251,44 @@ class PullRequestService:
             uow.commit()
         self._wake()
         return entry
+
+    def _enter_first(
+        self, uow: UnitOfWork, asked: Sequence[FirstSubmit], indexes: list[int]
+    ) -> list[int]:
+        """`submit_first` of the PRs `asked[indexes]` of one queue: the indexes entered."""
+        first = asked[indexes[0]]
+        repository = uow.repositories.find(first.org_id, first.ask.ref)
+        queue = (
+            None
+            if repository is None
+            else uow.queues.find(repository.id, first.ask.branch, lock=True)
+        )
+        if repository is None or queue is None or queue.state is QueueState.DRAINING:
+            return []
+        known = uow.entries.numbers_known(queue.id, [asked[index].ask.number for index in indexes])
+        new: dict[int, int] = {}  # number -> index, the first time asked
+        for index in indexes:
+            number = asked[index].ask.number
+            if number not in known and number not in new:
+                new[number] = index
+        if not new:
+            return []
+        positions = uow.queues.next_positions(queue.id, len(new))
+        entries = [
+            self._submitted(
+                queue,
+                PullRequestId(self._new_id()),
+                number,
+                None,
+                priority=asked[index].priority or DEFAULT_PRIORITY,
+                no_batch=bool(asked[index].no_batch),
+                has_targets=False,
+                position=position,
+            )
+            for (number, index), position in zip(new.items(), positions, strict=True)
+        ]
+        self._engine.enter_new(uow, repository, entries)
+        return list(new.values())
 
     def _update_queued(
         self,
@@ -360,18 +439,43 @@ class PullRequestService:
         no_batch: bool,
     ) -> QueueEntry:
         """Enter PR `number` for a new episode, unread unless `info` was read already."""
-        now = self._clock()
         has_targets = info is not None and (
             uow.impacted_targets.find(queue.id, number, info.head_sha) is not None
         )
+        entry = self._submitted(
+            queue,
+            PullRequestId(self._new_id()) if previous is None else previous.id,
+            number,
+            info,
+            priority=priority,
+            no_batch=no_batch,
+            has_targets=has_targets,
+            position=uow.queues.next_position(queue.id),
+        )
+        return self._engine.enter(uow, repository, entry, previous)
+
+    def _submitted(
+        self,
+        queue: Queue,
+        entry_id: PullRequestId,
+        number: int,
+        info: PullRequestInfo | None,
+        *,
+        priority: Priority,
+        no_batch: bool,
+        has_targets: bool,
+        position: int,
+    ) -> QueueEntry:
+        """PR `number` as it enters `queue`, `not_ready`, unread unless `info` was read."""
+        now = self._clock()
         readiness = Readiness(
             does_base_branch_match=True,  # the built-in host's PRs are based on the queue branch
             mergeability=Mergeability.UNSPECIFIED,  # the worker asks the code host
             requires_impacted_targets=requires_impacted_targets(queue),
             has_impacted_targets=has_targets,
         )
-        entry = QueueEntry(
-            id=previous.id if previous is not None else PullRequestId(self._new_id()),
+        return QueueEntry(
+            id=entry_id,
             queue_id=queue.id,
             number=number,
             state=PrState.NOT_READY,
@@ -387,11 +491,10 @@ class PullRequestService:
             readiness=readiness,
             is_submitted=True,
             force_enqueued=False,
-            position=uow.queues.next_position(queue.id),
+            position=position,
             submitted_at=now,
             is_up_to_date=False,
         )
-        return self._engine.enter(uow, repository, entry, previous)
 
 
 class _MergedBefore(Exception):
@@ -412,6 +515,15 @@ def _unavailable(repository: Repository, error: CodeHostError) -> Unavailable:
         f"the git data of {repository.ref} cannot be read right now; "
         "the server's log says why, and the request can be retried",
     )
+
+
+def _submit_read(asked: SubmitAsk, read: tuple[OrgId, QueuedOptions] | None) -> SubmitRead:
+    if read is None:
+        return False
+    org_id, found = read
+    if found.queue_id is not None and found.state is None:
+        return FirstSubmit(org_id, asked.ask, asked.priority, asked.no_batch)
+    return _unchanged(found, asked.priority, asked.no_batch)
 
 
 def _unchanged(found: QueuedOptions, priority: Priority | None, no_batch: bool | None) -> bool:

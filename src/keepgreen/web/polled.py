@@ -1,20 +1,23 @@
-"""The calls CI polls all day, answered at the app's door when nothing else is needed.
+"""The calls CI polls all day, and the merge button, answered at the app's door when nothing
+else is needed.
 
 `getQueue` and `getSubmittedPullRequest` with a snapshot of the current version at hand, and a
 `submitPullRequest` that changes nothing, need one statement (the token and the queue's version
 or the PR's options, read together) and the bytes kept for them. Through the middleware,
 FastAPI's routing, dependency solving and response machinery, the same answer cost several
-times the read.
+times the read. The first submit of a PR (its queue never had it) needs that read and one
+write: the door writes it with the other first submits of the same moment, in one transaction
+in a thread (`PullRequestService.submit_first`), and answers `{}` once it is committed.
 
 `PolledCalls` stands in front of the app (`KeepgreenAPI.__call__`). It answers a request only
 when it is sure of the answer: a small body declared JSON that the route's own model accepts,
 a live token, the org's queue, a young snapshot of exactly the version just read (or a resubmit
-that changes nothing). What it answers gets what the middleware would give it: an
-`X-Request-ID`, the `keepgreen_http_*` metrics and the access-log line. Anything else (no
-token, another org's repository, a body the model refuses, no snapshot yet or one to rebuild,
-an error on the way) goes on to the app with the body as received, which answers it as
-before: the 401, 404 and 422 answers, the builds, the writes and the error handling stay in
-one place.
+that changes nothing, or a first submit written). What it answers gets what the middleware
+would give it: an `X-Request-ID`, the `keepgreen_http_*` metrics and the access-log line.
+Anything else (no token, another org's repository, a body the model refuses, no snapshot yet
+or one to rebuild, a PR that left the queue, a draining queue, an error on the way) goes on to
+the app with the body as received, which answers it as before: the 401, 404, 409 and 422
+answers, the builds, the other writes and the error handling stay in one place.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from keepgreen.app.errors import InvalidInput
-from keepgreen.app.pull_requests import Resubmit
+from keepgreen.app.pull_requests import FirstSubmit, SubmitAsk
 from keepgreen.bootstrap import Container
 from keepgreen.core.ids import QueueId
 from keepgreen.core.model import QueueAsk
@@ -136,15 +139,16 @@ class PolledCalls:
         self.max_body_bytes = min(max_body_bytes, MAX_BODY_BYTES)
         together = container.engine.dialect.name != "sqlite"
         self.versions = Batched(container.queues.versions_for_tokens, together=together)
-        self.resubmits = Batched(
-            container.pull_requests.resubmits_changing_nothing, together=together
-        )
+        self.submits = Batched(container.pull_requests.read_submits, together=together)
+        # Writes, in a thread, on both backends: the first submits of one moment share one
+        # transaction, made while the one before it commits.
+        self.first_submits = Batched(self._submit_first, together=True)
         self.calls: dict[str, tuple[str, QuickCall]] = {
             f"{prefix}{template}": (f"{prefix}{template}", call)
             for template, call in (
                 ("/getQueue", PolledCalls.get_queue),
                 ("/getSubmittedPullRequest", PolledCalls.get_submitted),
-                ("/submitPullRequest", PolledCalls.resubmit),
+                ("/submitPullRequest", PolledCalls.submit),
             )
         }
 
@@ -214,7 +218,10 @@ class PolledCalls:
             return None
         return _snapshot(self.snapshots.get(key, current.version), asked)
 
-    async def resubmit(self, asked: Asked) -> Answer:
+    async def submit(self, asked: Asked) -> Answer:
+        """A resubmit that changes nothing, or the first submit of a PR (the merge button):
+        `{}` once it is written. Any other submit goes the long way.
+        """
         body = _valid(SubmitRequest, asked.body)
         if body is None:
             return None
@@ -223,9 +230,15 @@ class PolledCalls:
         except InvalidInput:
             return None
         ask = QueueAsk(repo_ref(body.repo), body.targetBranch, body.pr.number)
-        if not await self.resubmits.read(Resubmit(asked.token, ask, priority, body.noBatch)):
+        read = await self.submits.read(SubmitAsk(asked.token, ask, priority, body.noBatch))
+        if isinstance(read, FirstSubmit):
+            read = await self.first_submits.read(read)
+        if not read:
             return None
         return 200, _json_headers(_EMPTY_OBJECT), _EMPTY_OBJECT
+
+    async def _submit_first(self, asked: list[FirstSubmit]) -> list[bool]:
+        return await asyncio.to_thread(self.container.pull_requests.submit_first, asked)
 
 
 def _headers(scope: Scope, max_body_bytes: int) -> tuple[str, str] | None:

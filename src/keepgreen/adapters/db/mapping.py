@@ -274,29 +274,51 @@ def entry_from_row(row: QueueEntryRow | Row[Any]) -> QueueEntry:
 
 def write_entry(row: QueueEntryRow, entry: QueueEntry) -> None:
     """Copy every field of `entry` onto `row`."""
-    row.queue_id = entry.queue_id
-    row.number = entry.number
-    row.state = entry.state.value
-    row.state_reason = entry.state_reason.value
-    row.state_changed_at = entry.state_changed_at
-    row.priority_value = entry.priority.value
-    row.priority_name = entry.priority.name
-    row.no_batch = entry.no_batch
-    row.head_sha = entry.head_sha
-    row.title = entry.title
-    row.author = entry.author
-    row.base_branch = entry.base_branch
-    row.does_base_branch_match = entry.readiness.does_base_branch_match
-    row.mergeability = entry.readiness.mergeability.value
-    row.requires_impacted_targets = entry.readiness.requires_impacted_targets
-    row.has_impacted_targets = entry.readiness.has_impacted_targets
-    row.is_submitted = entry.is_submitted
-    row.force_enqueued = entry.force_enqueued
-    row.position = entry.position
-    row.submitted_at = entry.submitted_at
-    row.verified_by_test_run = entry.verified_by_test_run
-    row.is_up_to_date = entry.is_up_to_date
-    row.head_branch = entry.head_branch
+    for column, value in entry_values(entry).items():
+        setattr(row, column, value)
+
+
+def entry_values(entry: QueueEntry) -> dict[str, Any]:
+    """Every column of `entry`'s row but its id, by attribute name."""
+    return {
+        "queue_id": entry.queue_id,
+        "number": entry.number,
+        "state": entry.state.value,
+        "state_reason": entry.state_reason.value,
+        "state_changed_at": entry.state_changed_at,
+        "priority_value": entry.priority.value,
+        "priority_name": entry.priority.name,
+        "no_batch": entry.no_batch,
+        "head_sha": entry.head_sha,
+        "title": entry.title,
+        "author": entry.author,
+        "base_branch": entry.base_branch,
+        "does_base_branch_match": entry.readiness.does_base_branch_match,
+        "mergeability": entry.readiness.mergeability.value,
+        "requires_impacted_targets": entry.readiness.requires_impacted_targets,
+        "has_impacted_targets": entry.readiness.has_impacted_targets,
+        "is_submitted": entry.is_submitted,
+        "force_enqueued": entry.force_enqueued,
+        "position": entry.position,
+        "submitted_at": entry.submitted_at,
+        "verified_by_test_run": entry.verified_by_test_run,
+        "is_up_to_date": entry.is_up_to_date,
+        "head_branch": entry.head_branch,
+    }
+
+
+def state_change_values(change: StateChange) -> dict[str, Any]:
+    """Every column of `change`'s row but its (generated) id, by attribute name."""
+    return {
+        "queue_id": change.queue_id,
+        "entry_id": change.pull_request_id,
+        "from_state": None if change.from_state is None else change.from_state.value,
+        "to_state": change.to_state.value,
+        "reason": change.reason.value,
+        "at": change.at,
+        "test_run_id": change.test_run_id,
+        "detail": change.detail,
+    }
 
 
 def state_change_from_row(row: StateChangeRow) -> StateChange:

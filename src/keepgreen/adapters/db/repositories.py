@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 
-from sqlalchemy import Select, delete, func, or_, select, update
+from sqlalchemy import Select, bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -14,11 +14,13 @@ from keepgreen.adapters.db.effects_codec import effect_from_payload, effect_to_p
 from keepgreen.adapters.db.mapping import (
     commit_status_from_row,
     entry_from_row,
+    entry_values,
     impacted_targets_from_row,
     incident_from_row,
     queue_from_row,
     repository_from_row,
     state_change_from_row,
+    state_change_values,
     write_entry,
     write_queue,
     write_repository,
@@ -131,6 +133,30 @@ def _insert_ignore(
 
 
 _CONCLUDED = (PrState.MERGED.value, PrState.FAILED.value, PrState.CANCELLED.value)
+
+
+# Statements of the merge button's path, built once: a statement built per call costs more
+# than running it on SQLite. Each runs with its parameters named as below.
+_REPOSITORY_OF_ORG = select(RepositoryRow).where(
+    RepositoryRow.org_id == bindparam("org_id"),
+    RepositoryRow.host == bindparam("host"),
+    RepositoryRow.owner == bindparam("owner"),
+    RepositoryRow.name == bindparam("name"),
+)
+_QUEUE_OF_BRANCH = select(QueueRow).where(
+    QueueRow.repository_id == bindparam("repository_id"), QueueRow.branch == bindparam("branch")
+)
+_QUEUE_OF_BRANCH_LOCKED = _QUEUE_OF_BRANCH.with_for_update()
+_TAKE_POSITIONS = (
+    update(QueueRow)
+    .where(QueueRow.id == bindparam("queue_id"))
+    .values(position_seq=QueueRow.position_seq + bindparam("count"))
+    .returning(QueueRow.position_seq)
+)
+_NUMBERS_KNOWN = select(QueueEntryRow.number).where(
+    QueueEntryRow.queue_id == bindparam("queue_id"),
+    QueueEntryRow.number.in_(bindparam("numbers", expanding=True)),
+)
 
 
 class SqlOrgs:
@@ -305,12 +331,8 @@ class SqlRepositories:
 
     def find(self, org_id: OrgId, ref: RepoRef) -> Repository | None:
         row = self._session.scalar(
-            select(RepositoryRow).where(
-                RepositoryRow.org_id == org_id,
-                RepositoryRow.host == ref.host,
-                RepositoryRow.owner == ref.owner,
-                RepositoryRow.name == ref.name,
-            )
+            _REPOSITORY_OF_ORG,
+            {"org_id": org_id, "host": ref.host, "owner": ref.owner, "name": ref.name},
         )
         return None if row is None else repository_from_row(row)
 
@@ -362,12 +384,10 @@ class SqlQueues:
         self._session.execute(delete(QueueRow).where(QueueRow.id == queue_id))
 
     def find(self, repository_id: RepositoryId, branch: str, *, lock: bool = False) -> Queue | None:
-        query = select(QueueRow).where(
-            QueueRow.repository_id == repository_id, QueueRow.branch == branch
+        row = self._session.scalar(
+            _QUEUE_OF_BRANCH_LOCKED if lock else _QUEUE_OF_BRANCH,
+            {"repository_id": repository_id, "branch": branch},
         )
-        if lock:
-            query = query.with_for_update()
-        row = self._session.scalar(query)
         return None if row is None else queue_from_row(row)
 
     def get(self, queue_id: QueueId, *, lock: bool = False) -> Queue | None:
@@ -393,14 +413,13 @@ class SqlQueues:
         return [queue_from_row(row) for row in rows]
 
     def next_position(self, queue_id: QueueId) -> int:
+        return self.next_positions(queue_id, 1)[0]
+
+    def next_positions(self, queue_id: QueueId, count: int) -> range:
         # One UPDATE ... RETURNING: atomic on PostgreSQL and on SQLite >= 3.35.
-        result = self._session.execute(
-            update(QueueRow)
-            .where(QueueRow.id == queue_id)
-            .values(position_seq=QueueRow.position_seq + 1)
-            .returning(QueueRow.position_seq)
-        )
-        return int(result.scalar_one())
+        result = self._session.execute(_TAKE_POSITIONS, {"queue_id": queue_id, "count": count})
+        last = int(result.scalar_one())
+        return range(last - count + 1, last + 1)
 
 
 class SqlEntries:
@@ -408,10 +427,14 @@ class SqlEntries:
         self._session = session
 
     def add(self, entry: QueueEntry) -> None:
-        row = QueueEntryRow(id=entry.id)
-        write_entry(row, entry)
-        self._session.add(row)
-        self._session.flush()
+        self.add_all((entry,))
+
+    def add_all(self, entries: Sequence[QueueEntry]) -> None:
+        # One INSERT of every row (the session's pending changes are flushed first, so rows
+        # keep the order they were written in), without the unit of work's bookkeeping.
+        self._session.execute(
+            insert(QueueEntryRow), [{"id": entry.id, **entry_values(entry)} for entry in entries]
+        )
 
     def save(self, entry: QueueEntry) -> None:
         write_entry(self._session.get_one(QueueEntryRow, entry.id), entry)
@@ -423,6 +446,11 @@ class SqlEntries:
             )
         )
         return None if row is None else entry_from_row(row)
+
+    def numbers_known(self, queue_id: QueueId, numbers: Sequence[int]) -> set[int]:
+        return set(
+            self._session.scalars(_NUMBERS_KNOWN, {"queue_id": queue_id, "numbers": list(numbers)})
+        )
 
     def find_by_branch(self, queue_id: QueueId, branch: str) -> QueueEntry | None:
         terminal = [state.value for state in PrState if state.is_terminal]
@@ -517,17 +545,12 @@ class SqlHistory:
         self._session = session
 
     def add(self, change: StateChange) -> None:
-        self._session.add(
-            StateChangeRow(
-                queue_id=change.queue_id,
-                entry_id=change.pull_request_id,
-                from_state=None if change.from_state is None else change.from_state.value,
-                to_state=change.to_state.value,
-                reason=change.reason.value,
-                at=change.at,
-                test_run_id=change.test_run_id,
-                detail=change.detail,
-            )
+        self._session.add(StateChangeRow(**state_change_values(change)))
+
+    def add_all(self, changes: Sequence[StateChange]) -> None:
+        # As `SqlEntries.add_all`: one INSERT, after what the session has pending.
+        self._session.execute(
+            insert(StateChangeRow), [state_change_values(change) for change in changes]
         )
 
     def list_for_entry(self, entry_id: PullRequestId) -> Sequence[StateChange]:
