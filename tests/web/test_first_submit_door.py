@@ -19,8 +19,7 @@ from keepgreen.core.priority import priority_from_name
 from tests.conftest import LogLines
 from tests.support.gitrepo import GitRepo
 from tests.support.wire import REPO, Api, assert_error, pr_verb, submit, update_queue
-
-from .test_polled_fast_path import Counted
+from tests.web.test_polled_fast_path import Counted
 
 
 def org_of(container: Container, token: str) -> OrgId:

@@ -82,7 +82,8 @@ class Batched(Generic[Ask, Got]):
     serves other requests; the polled calls that arrive meanwhile share the next round trip.
     Each request is still read after it arrived, so it sees every write made before it.
     `together=False` (SQLite, where a read is a few microseconds of file access) reads each
-    at once.
+    at once. The door's first submits use it for writes the same way, on both backends: those
+    that arrive while one transaction commits are written in the next.
     """
 
     def __init__(
