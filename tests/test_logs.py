@@ -5,13 +5,15 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Literal
 
 import pytest
 import structlog
 
-from keepgreen.logs import configure_logging, route_structlog_to_stdlib, scrub
+from keepgreen.logs import configure_logging, log_handler, route_structlog_to_stdlib, scrub
 
 
 @pytest.fixture
@@ -96,6 +98,51 @@ def test_secrets_never_reach_a_line() -> None:
     assert lines[0]["url"] == "https://***@git.example.com/acme/app.git"
     assert lines[1]["git_token"] == "***"
     assert "Traceback" in str(lines[-1]["exception"])  # the traceback is kept, scrubbed
+
+
+def _log_a_sample() -> None:
+    """Lines of every kind keepgreen writes: fields, a secret, positional arguments, bound
+    context, a traceback, a line below the level, and a library's record between them.
+    """
+    log = structlog.get_logger("keepgreen.sample")
+    log.info("request", method="POST", route="/v1/getQueue", status=200, duration_ms=1.5)
+    log.debug("below the level")
+    log.warning("cannot fetch", url="https://user:pw@git.example.com/r.git", api_token="x")
+    logging.getLogger("uvicorn.error").info("Started server process [%d]", 42)
+    log.info("pr %s of %d", "seven", 7)
+    with structlog.contextvars.bound_contextvars(worker="w-1"):
+        log.info("worker pass", queues=2)
+    try:
+        raise RuntimeError("push failed")
+    except RuntimeError as error:
+        log.exception("effect failed", pr=3)
+        log.error("effect failed again", exc_info=error)
+
+
+_STAMP = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+Z")
+
+
+@pytest.mark.parametrize("log_format", ["json", "console"])
+@pytest.mark.usefixtures("restore_logging")
+def test_served_lines_are_rendered_as_the_standard_library_route_renders_them(
+    log_format: Literal["json", "console"],
+) -> None:
+    # A served process renders keepgreen's lines in structlog and writes them to the handler's
+    # stream; tests route them through the standard library. Both give the same lines.
+    served = io.StringIO()
+    configure_logging(log_format=log_format, level="info", stream=served)
+    _log_a_sample()
+    routed = io.StringIO()
+    route_structlog_to_stdlib()
+    root = logging.getLogger()
+    root.handlers[:] = [log_handler(log_format, routed)]
+    _log_a_sample()
+    lines = _STAMP.sub("<time>", served.getvalue())
+    assert lines == _STAMP.sub("<time>", routed.getvalue())
+    assert lines.count("<time>") == 7  # seven lines: the debug line is dropped on both
+    assert "pw@" not in lines
+    assert "Traceback" in lines
+    assert "pr seven of 7" in lines
 
 
 def test_scrub_leaves_plain_text_and_ssh_style_remotes_alone() -> None:

@@ -3,8 +3,14 @@
 keepgreen's own code logs with `structlog.get_logger(__name__)` and key-value pairs
 (`log.info("pr merged", queue="github.com/acme/app:main", pr=7, sha=...)`); the libraries
 underneath (uvicorn, alembic, SQLAlchemy) log through the standard library. Both reach one
-handler on stderr that renders every line the same way: `console` for people, `json` (one
-object per line) for a log shipper. Entry points call `configure_logging` once at start.
+stream (stderr), every line rendered the same way: `console` for people, `json` (one object per
+line) for a log shipper. Entry points call `configure_logging` once at start.
+
+keepgreen's own lines are rendered by structlog and written straight to the handler's stream,
+under the handler's lock: a served process writes an access line per request, and through the
+standard library's records and its formatter a line cost three times as much. Tests route
+structlog through the standard library instead (`route_structlog_to_stdlib`), where pytest's
+capture and `log_handler` see it; both routes render a line alike.
 
 Secrets never reach a line: every string passes `scrub`, which hides the password or token of
 a URL, and values under keys that name a secret are replaced whole. The call sites do not log
@@ -13,6 +19,7 @@ secrets in the first place; this is the second line of defence.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import re
@@ -96,17 +103,48 @@ def route_structlog_to_stdlib() -> None:
     )
 
 
+class _HandlerLines:
+    """structlog's logger of a served process: each rendered line goes to the stream of the
+    handler that writes the libraries' records, under that handler's lock, so that lines of
+    both never mix. `name` is what `add_logger_name` reads.
+    """
+
+    __slots__ = ("_handler", "name")
+
+    def __init__(self, handler: logging.StreamHandler[IO[str]], name: str) -> None:
+        self._handler = handler
+        self.name = name
+
+    def msg(self, message: str) -> None:
+        handler = self._handler
+        with handler.lock or contextlib.nullcontext():
+            handler.stream.write(message + "\n")
+            handler.stream.flush()
+
+    debug = info = warning = warn = error = critical = exception = fatal = log = msg
+
+
 def configure_logging(
     *, log_format: LogFormat = "console", level: str = "info", stream: IO[str] | None = None
 ) -> None:
     """Send every log line, ours and the libraries', to `stream` (stderr) in one format."""
-    route_structlog_to_stdlib()
     handler = log_handler(log_format, stream if stream is not None else sys.stderr)
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+    structlog.configure(
+        processors=[
+            *_shared_processors(),
+            structlog.processors.StackInfoRenderer(),
+            *_rendering(log_format),
+        ],
+        logger_factory=lambda *names: _HandlerLines(handler, str(names[0]) if names else ""),
+        wrapper_class=structlog.make_filtering_bound_logger(root.level),
+        # Not cached: configuring again (tests) must take effect for loggers made before.
+        cache_logger_on_first_use=False,
+    )
     # uvicorn configures its own loggers unless told not to (log_config=None, and a server
     # started before may have): its lines propagate here, at the root's level, and its access
     # log is replaced by keepgreen's (request id, latency).
@@ -120,27 +158,30 @@ def configure_logging(
         logging.getLogger(name).setLevel(max(floor, root.level))
 
 
-def log_handler(log_format: LogFormat, stream: IO[str]) -> logging.Handler:
+def log_handler(log_format: LogFormat, stream: IO[str]) -> logging.StreamHandler[IO[str]]:
     """A handler that writes records, structlog's and the standard library's, to `stream`."""
-    shared = _shared_processors()
-    renderer: Processor
-    if log_format == "json":
-        renderer = structlog.processors.JSONRenderer()
-    else:
-        renderer = structlog.dev.ConsoleRenderer(colors=False, pad_event_to=28)
     formatter = structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=shared,
+        foreign_pre_chain=_shared_processors(),
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-            # A traceback becomes text here, and is scrubbed like every other string.
-            structlog.processors.format_exc_info,
-            _scrub_event,
-            renderer,
+            *_rendering(log_format),
         ],
     )
     handler = logging.StreamHandler(stream)
     handler.setFormatter(formatter)
     return handler
+
+
+def _rendering(log_format: LogFormat) -> list[Processor]:
+    """The last processors of every line: its traceback as text, scrubbed like every other
+    string, then the line in `log_format`.
+    """
+    renderer: Processor
+    if log_format == "json":
+        renderer = structlog.processors.JSONRenderer()
+    else:
+        renderer = structlog.dev.ConsoleRenderer(colors=False, pad_event_to=28)
+    return [structlog.processors.format_exc_info, _scrub_event, renderer]
 
 
 _QUIET: MutableMapping[str, int] = {
