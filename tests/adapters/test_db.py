@@ -73,6 +73,20 @@ def test_times_come_back_aware_and_in_utc(container: Container, queue: Queue) ->
     assert loaded.updated_at.tzinfo == UTC
 
 
+def test_a_queue_is_found_with_its_repository_for_its_org_only(
+    container: Container, repository: Repository, queue: Queue
+) -> None:
+    with container.unit_of_work() as uow:
+        found = uow.queues.find_of_org(repository.org_id, REPO, "main", lock=True)
+        other_org = uow.queues.find_of_org(OrgId("another-org"), REPO, "main")
+        other_branch = uow.queues.find_of_org(repository.org_id, REPO, "release")
+        other_repo = uow.queues.find_of_org(
+            repository.org_id, replace(REPO, name="elsewhere"), "main"
+        )
+    assert found == (repository, queue)
+    assert (other_org, other_branch, other_repo) == (None, None, None)
+
+
 def test_positions_are_a_strict_sequence_per_queue(container: Container, queue: Queue) -> None:
     with container.unit_of_work() as uow:
         positions = [uow.queues.next_position(queue.id) for _ in range(5)]

@@ -257,14 +257,10 @@ class PullRequestService:
     ) -> list[int]:
         """`submit_first` of the PRs `asked[indexes]` of one queue: the indexes entered."""
         first = asked[indexes[0]]
-        repository = uow.repositories.find(first.org_id, first.ask.ref)
-        queue = (
-            None
-            if repository is None
-            else uow.queues.find(repository.id, first.ask.branch, lock=True)
-        )
-        if repository is None or queue is None or queue.state is QueueState.DRAINING:
+        found = uow.queues.find_of_org(first.org_id, first.ask.ref, first.ask.branch, lock=True)
+        if found is None or found[1].state is QueueState.DRAINING:
             return []
+        repository, queue = found
         known = uow.entries.numbers_known(queue.id, [asked[index].ask.number for index in indexes])
         new: dict[int, int] = {}  # number -> index, the first time asked
         for index in indexes:

@@ -147,12 +147,32 @@ _QUEUE_OF_BRANCH = select(QueueRow).where(
     QueueRow.repository_id == bindparam("repository_id"), QueueRow.branch == bindparam("branch")
 )
 _QUEUE_OF_BRANCH_LOCKED = _QUEUE_OF_BRANCH.with_for_update()
-_TAKE_POSITIONS = (
-    update(QueueRow)
-    .where(QueueRow.id == bindparam("queue_id"))
-    .values(position_seq=QueueRow.position_seq + bindparam("count"))
-    .returning(QueueRow.position_seq)
+# The queue of a branch of an org's repository, with the repository, in one statement.
+_QUEUE_OF_ORG = (
+    select(QueueRow, RepositoryRow)
+    .join(RepositoryRow, QueueRow.repository_id == RepositoryRow.id)
+    .where(
+        RepositoryRow.org_id == bindparam("org_id"),
+        RepositoryRow.host == bindparam("host"),
+        RepositoryRow.owner == bindparam("owner"),
+        RepositoryRow.name == bindparam("name"),
+        QueueRow.branch == bindparam("branch"),
+    )
 )
+_QUEUE_OF_ORG_LOCKED = _QUEUE_OF_ORG.with_for_update(of=QueueRow)
+# The statements below are on the tables, not the mapped classes: the ORM's bulk machinery
+# (keeping the session's objects in step, which nothing here needs: the session holds no
+# position, and the rows inserted are read back by later statements) cost more than the
+# statements. They do not flush the session first as ORM statements do: the writers flush it.
+_QUEUES = Base.metadata.tables[QueueRow.__tablename__]
+_TAKE_POSITIONS = (
+    update(_QUEUES)
+    .where(_QUEUES.c.id == bindparam("queue_id"))
+    .values(position_seq=_QUEUES.c.position_seq + bindparam("count"))
+    .returning(_QUEUES.c.position_seq)
+)
+_INSERT_ENTRIES = insert(Base.metadata.tables[QueueEntryRow.__tablename__])
+_INSERT_STATE_CHANGES = insert(Base.metadata.tables[StateChangeRow.__tablename__])
 _NUMBERS_KNOWN = select(QueueEntryRow.number).where(
     QueueEntryRow.queue_id == bindparam("queue_id"),
     QueueEntryRow.number.in_(bindparam("numbers", expanding=True)),
@@ -390,6 +410,24 @@ class SqlQueues:
         )
         return None if row is None else queue_from_row(row)
 
+    def find_of_org(
+        self, org_id: OrgId, ref: RepoRef, branch: str, *, lock: bool = False
+    ) -> tuple[Repository, Queue] | None:
+        found = self._session.execute(
+            _QUEUE_OF_ORG_LOCKED if lock else _QUEUE_OF_ORG,
+            {
+                "org_id": org_id,
+                "host": ref.host,
+                "owner": ref.owner,
+                "name": ref.name,
+                "branch": branch,
+            },
+        ).one_or_none()
+        if found is None:
+            return None
+        queue_row, repository_row = found
+        return repository_from_row(repository_row), queue_from_row(queue_row)
+
     def get(self, queue_id: QueueId, *, lock: bool = False) -> Queue | None:
         query = select(QueueRow).where(QueueRow.id == queue_id)
         if lock:
@@ -430,10 +468,11 @@ class SqlEntries:
         self.add_all((entry,))
 
     def add_all(self, entries: Sequence[QueueEntry]) -> None:
-        # One INSERT of every row (the session's pending changes are flushed first, so rows
-        # keep the order they were written in), without the unit of work's bookkeeping.
+        # One INSERT of every row, without the unit of work's bookkeeping; what the session
+        # has pending is written first, so rows keep the order they were written in.
+        self._session.flush()
         self._session.execute(
-            insert(QueueEntryRow), [{"id": entry.id, **entry_values(entry)} for entry in entries]
+            _INSERT_ENTRIES, [{"id": entry.id, **entry_values(entry)} for entry in entries]
         )
 
     def save(self, entry: QueueEntry) -> None:
@@ -549,8 +588,9 @@ class SqlHistory:
 
     def add_all(self, changes: Sequence[StateChange]) -> None:
         # As `SqlEntries.add_all`: one INSERT, after what the session has pending.
+        self._session.flush()
         self._session.execute(
-            insert(StateChangeRow), [state_change_values(change) for change in changes]
+            _INSERT_STATE_CHANGES, [state_change_values(change) for change in changes]
         )
 
     def list_for_entry(self, entry_id: PullRequestId) -> Sequence[StateChange]:
