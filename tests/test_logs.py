@@ -145,6 +145,17 @@ def test_served_lines_are_rendered_as_the_standard_library_route_renders_them(
     assert "pr seven of 7" in lines
 
 
+@pytest.mark.usefixtures("restore_logging")
+def test_a_closed_stream_loses_the_line_and_not_the_work() -> None:
+    stream = io.StringIO()
+    configure_logging(log_format="json", level="info", stream=stream)
+    log = structlog.get_logger("keepgreen.queue")
+    log.info("pr merged", pr=1)
+    stream.close()
+    log.info("pr merged", pr=2)  # no exception reaches the caller
+    log.exception("effect failed")
+
+
 def test_scrub_leaves_plain_text_and_ssh_style_remotes_alone() -> None:
     assert scrub("queue github.com/acme/app:main merged 1a2b") == (
         "queue github.com/acme/app:main merged 1a2b"

@@ -118,8 +118,13 @@ class _HandlerLines:
     def msg(self, message: str) -> None:
         handler = self._handler
         with handler.lock or contextlib.nullcontext():
-            handler.stream.write(message + "\n")
-            handler.stream.flush()
+            try:
+                handler.stream.write(message + "\n")
+                handler.stream.flush()
+            except (OSError, ValueError):
+                # stderr closed or its reader gone: the line is lost, as the standard
+                # library's handler loses it, and what was logged goes on.
+                pass
 
     debug = info = warning = warn = error = critical = exception = fatal = log = msg
 
