@@ -1,6 +1,7 @@
 """The calls CI polls all day, under a real load generator, next to a bare FastAPI app.
 
 Run: python bench/polled_calls.py [--seconds 20] [--connections 8] [--workers 1] [--rounds 1]
+     [--api-alone] [--backend sqlite|postgresql]
 Needs `wrk` (Debian: apt-get install wrk). Set KEEPGREEN_TEST_DATABASE_URL to add PostgreSQL.
 
 For each backend: a fresh database, a real `keepgreen serve` (API and queue worker) with one
@@ -228,6 +229,8 @@ class Bare:
 def run(args: argparse.Namespace) -> list[tuple[str, str, Load, Load]]:
     rows = []
     for backend, database_url, cwd in backends(Path(args.work)):
+        if args.backend not in (None, backend):
+            continue
         env = keepgreen_env(database_url, cwd / "data")
         token = set_up(env, cwd, connections=args.connections)
         served = Served(env=env, cwd=cwd, log=cwd / "serve.log", workers=args.workers)
@@ -301,6 +304,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="times each pair is driven")
     parser.add_argument(
         "--api-alone", action="store_true", help="add the first-submit row without the worker"
+    )
+    parser.add_argument(
+        "--backend", choices=("sqlite", "postgresql"), help="run on this database only"
     )
     args = parser.parse_args()
     if shutil.which("wrk") is None:

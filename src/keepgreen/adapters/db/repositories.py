@@ -160,10 +160,11 @@ _QUEUE_OF_ORG = (
     )
 )
 _QUEUE_OF_ORG_LOCKED = _QUEUE_OF_ORG.with_for_update(of=QueueRow)
-# The statements below are on the tables, not the mapped classes: the ORM's bulk machinery
+# The statements below are on the tables, not the mapped classes: the ORM's machinery
 # (keeping the session's objects in step, which nothing here needs: the session holds no
 # position, and the rows inserted are read back by later statements) cost more than the
-# statements. They do not flush the session first as ORM statements do: the writers flush it.
+# statements. They do not flush the session first as ORM statements do: the methods that
+# run them flush it.
 _QUEUES = Base.metadata.tables[QueueRow.__tablename__]
 _TAKE_POSITIONS = (
     update(_QUEUES)
@@ -171,11 +172,12 @@ _TAKE_POSITIONS = (
     .values(position_seq=_QUEUES.c.position_seq + bindparam("count"))
     .returning(_QUEUES.c.position_seq)
 )
-_INSERT_ENTRIES = insert(Base.metadata.tables[QueueEntryRow.__tablename__])
+_ENTRIES = Base.metadata.tables[QueueEntryRow.__tablename__]
+_INSERT_ENTRIES = insert(_ENTRIES)
 _INSERT_STATE_CHANGES = insert(Base.metadata.tables[StateChangeRow.__tablename__])
-_NUMBERS_KNOWN = select(QueueEntryRow.number).where(
-    QueueEntryRow.queue_id == bindparam("queue_id"),
-    QueueEntryRow.number.in_(bindparam("numbers", expanding=True)),
+_NUMBERS_KNOWN = select(_ENTRIES.c.number).where(
+    _ENTRIES.c.queue_id == bindparam("queue_id"),
+    _ENTRIES.c.number.in_(bindparam("numbers", expanding=True)),
 )
 
 
@@ -487,6 +489,7 @@ class SqlEntries:
         return None if row is None else entry_from_row(row)
 
     def numbers_known(self, queue_id: QueueId, numbers: Sequence[int]) -> set[int]:
+        self._session.flush()  # entries added in this transaction are known too
         return set(
             self._session.scalars(_NUMBERS_KNOWN, {"queue_id": queue_id, "numbers": list(numbers)})
         )
