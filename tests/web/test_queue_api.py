@@ -4,11 +4,16 @@
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from keepgreen.bootstrap import Container
+from keepgreen.web.schemas import UpdateQueueRequest
 from tests.support.gitrepo import GitRepo
 from tests.support.wire import (
     CONFIG_KEYS,
@@ -758,3 +763,24 @@ def test_update_queue_own_settings_have_documented_defaults(queue: Api) -> None:
         "adaptiveBatchSize": False,
         "adaptiveDepth": False,
     }
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet=st.sampled_from(" \t\n\x00\x12\x1f\x7f\x85\xa0a-é"), max_size=6))
+@example("")
+@example("  ")
+@example("\x12\xe6")
+def test_the_schema_of_enqueueing_label_says_what_the_model_accepts(label: str) -> None:
+    """A client generated from the OpenAPI document (and schemathesis) must know which labels
+    updateQueue accepts: the pattern in the model's schema, which the document serves, and the
+    model's validation agree.
+    """
+    schema = UpdateQueueRequest.model_json_schema()["properties"]["enqueueingLabel"]
+    (string,) = (one for one in schema["anyOf"] if one.get("type") == "string")
+    body = {"repo": {"host": "h", "owner": "o", "name": "n"}, "targetBranch": "main"}
+    try:
+        UpdateQueueRequest.model_validate({**body, "enqueueingLabel": label})
+        accepted = True
+    except ValidationError:
+        accepted = False
+    assert (re.fullmatch(string["pattern"], label) is not None) == accepted

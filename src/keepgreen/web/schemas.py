@@ -46,7 +46,7 @@ from keepgreen.core.limits import (
     MAX_TEXT_LENGTH,
 )
 from keepgreen.core.model import canonical_json
-from keepgreen.core.names import MAX_NAME_LENGTH, plain_name_problem
+from keepgreen.core.names import MAX_NAME_LENGTH, PLAIN_NAME_PATTERN, plain_name_problem
 from keepgreen.web.wire import (
     AnyCase,
     BatchSize,
@@ -242,8 +242,20 @@ def _rule(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
-# "" puts the queue back on the instance's label.
-EnqueueingLabel = Annotated[StrictStr, Field(max_length=MAX_LABEL_LENGTH), AfterValidator(_label)]
+# "" puts the queue back on the instance's label. The schema says what `_label` accepts: ""
+# or a plain name.
+EnqueueingLabel = Annotated[
+    StrictStr,
+    Field(max_length=MAX_LABEL_LENGTH),
+    AfterValidator(_label),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "maxLength": MAX_LABEL_LENGTH,
+            "pattern": f"^(?:{PLAIN_NAME_PATTERN[1:-1]})?$",
+        }
+    ),
+]
 BotLogin = Annotated[
     StrictStr, Field(max_length=MAX_NAME_LENGTH, pattern=r"^[A-Za-z0-9][A-Za-z0-9-]*(\[bot\])?$")
 ]
