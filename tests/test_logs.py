@@ -151,6 +151,7 @@ def test_a_closed_stream_loses_the_line_and_not_the_work() -> None:
     configure_logging(log_format="json", level="info", stream=stream)
     log = structlog.get_logger("keepgreen.queue")
     log.info("pr merged", pr=1)
+    assert [line["pr"] for line in _json_lines(stream)] == [1]
     stream.close()
     log.info("pr merged", pr=2)  # no exception reaches the caller
     log.exception("effect failed")

@@ -137,12 +137,13 @@ _CONCLUDED = (PrState.MERGED.value, PrState.FAILED.value, PrState.CANCELLED.valu
 
 # Statements of the merge button's path, built once: a statement built per call costs more
 # than running it on SQLite. Each runs with its parameters named as below.
-_REPOSITORY_OF_ORG = select(RepositoryRow).where(
+_IS_THE_ORGS_REPOSITORY = (
     RepositoryRow.org_id == bindparam("org_id"),
     RepositoryRow.host == bindparam("host"),
     RepositoryRow.owner == bindparam("owner"),
     RepositoryRow.name == bindparam("name"),
 )
+_REPOSITORY_OF_ORG = select(RepositoryRow).where(*_IS_THE_ORGS_REPOSITORY)
 _QUEUE_OF_BRANCH = select(QueueRow).where(
     QueueRow.repository_id == bindparam("repository_id"), QueueRow.branch == bindparam("branch")
 )
@@ -151,20 +152,15 @@ _QUEUE_OF_BRANCH_LOCKED = _QUEUE_OF_BRANCH.with_for_update()
 _QUEUE_OF_ORG = (
     select(QueueRow, RepositoryRow)
     .join(RepositoryRow, QueueRow.repository_id == RepositoryRow.id)
-    .where(
-        RepositoryRow.org_id == bindparam("org_id"),
-        RepositoryRow.host == bindparam("host"),
-        RepositoryRow.owner == bindparam("owner"),
-        RepositoryRow.name == bindparam("name"),
-        QueueRow.branch == bindparam("branch"),
-    )
+    .where(*_IS_THE_ORGS_REPOSITORY, QueueRow.branch == bindparam("branch"))
 )
 _QUEUE_OF_ORG_LOCKED = _QUEUE_OF_ORG.with_for_update(of=QueueRow)
 # The statements below are on the tables, not the mapped classes: the ORM's machinery
 # (keeping the session's objects in step, which nothing here needs: the session holds no
 # position, and the rows inserted are read back by later statements) cost more than the
 # statements. They do not flush the session first as ORM statements do: the methods that
-# run them flush it.
+# insert or read entries and history flush it; taking positions needs nothing pending (no
+# write of a queue's row touches its position).
 _QUEUES = Base.metadata.tables[QueueRow.__tablename__]
 _TAKE_POSITIONS = (
     update(_QUEUES)
@@ -179,6 +175,11 @@ _NUMBERS_KNOWN = select(_ENTRIES.c.number).where(
     _ENTRIES.c.queue_id == bindparam("queue_id"),
     _ENTRIES.c.number.in_(bindparam("numbers", expanding=True)),
 )
+
+
+def _of_org(org_id: OrgId, ref: RepoRef) -> dict[str, str]:
+    """The parameters of `_IS_THE_ORGS_REPOSITORY`."""
+    return {"org_id": org_id, "host": ref.host, "owner": ref.owner, "name": ref.name}
 
 
 class SqlOrgs:
@@ -352,10 +353,7 @@ class SqlRepositories:
         return [repository_from_row(row) for row in rows]
 
     def find(self, org_id: OrgId, ref: RepoRef) -> Repository | None:
-        row = self._session.scalar(
-            _REPOSITORY_OF_ORG,
-            {"org_id": org_id, "host": ref.host, "owner": ref.owner, "name": ref.name},
-        )
+        row = self._session.scalar(_REPOSITORY_OF_ORG, _of_org(org_id, ref))
         return None if row is None else repository_from_row(row)
 
     def get(self, repository_id: RepositoryId) -> Repository:
@@ -417,13 +415,7 @@ class SqlQueues:
     ) -> tuple[Repository, Queue] | None:
         found = self._session.execute(
             _QUEUE_OF_ORG_LOCKED if lock else _QUEUE_OF_ORG,
-            {
-                "org_id": org_id,
-                "host": ref.host,
-                "owner": ref.owner,
-                "name": ref.name,
-                "branch": branch,
-            },
+            {**_of_org(org_id, ref), "branch": branch},
         ).one_or_none()
         if found is None:
             return None
