@@ -247,7 +247,7 @@ def run(args: argparse.Namespace) -> list[tuple[str, str, Load, Load]]:
                 answer.raise_for_status()
                 (answers / f"{verb}.json").write_bytes(answer.content)
             bare = Bare(answers, workers=args.workers, log=cwd / "bare.log")
-            for _ in range(args.rounds):
+            for _ in range(0 if args.first_only else args.rounds):
                 for verb, body in CALLS:
                     ours = drive(f"{served.url}/{verb}", token=token, body=body, args=args)
                     theirs = drive(f"{bare.url}/{verb}", token=token, body=body, args=args)
@@ -307,6 +307,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--backend", choices=("sqlite", "postgresql"), help="run on this database only"
+    )
+    parser.add_argument(
+        "--first-only", action="store_true", help="only the first-submit rows (no polled calls)"
     )
     args = parser.parse_args()
     if shutil.which("wrk") is None:

@@ -303,6 +303,7 @@ def bootstrap(
         clock=clock,
         new_id=new_id,
         quick=quick_reads,
+        first_entries=quick_reads,
     )
     installations: GithubInstallations | None = None
     duties: GithubDuties | None = None

@@ -73,20 +73,6 @@ def test_times_come_back_aware_and_in_utc(container: Container, queue: Queue) ->
     assert loaded.updated_at.tzinfo == UTC
 
 
-def test_a_queue_is_found_with_its_repository_for_its_org_only(
-    container: Container, repository: Repository, queue: Queue
-) -> None:
-    with container.unit_of_work() as uow:
-        found = uow.queues.find_of_org(repository.org_id, REPO, "main", lock=True)
-        other_org = uow.queues.find_of_org(OrgId("another-org"), REPO, "main")
-        other_branch = uow.queues.find_of_org(repository.org_id, REPO, "release")
-        other_repo = uow.queues.find_of_org(
-            repository.org_id, replace(REPO, name="elsewhere"), "main"
-        )
-    assert found == (repository, queue)
-    assert (other_org, other_branch, other_repo) == (None, None, None)
-
-
 def test_positions_are_a_strict_sequence_per_queue(container: Container, queue: Queue) -> None:
     with container.unit_of_work() as uow:
         positions = [uow.queues.next_position(queue.id) for _ in range(5)]
@@ -96,26 +82,18 @@ def test_positions_are_a_strict_sequence_per_queue(container: Container, queue: 
     assert positions == [1, 2, 3, 4, 5, 6]
 
 
-def test_positions_taken_together_follow_those_taken_alone(
-    container: Container, queue: Queue
-) -> None:
-    with container.unit_of_work() as uow:
-        taken = [uow.queues.next_position(queue.id), *uow.queues.next_positions(queue.id, 3)]
-        taken.append(uow.queues.next_position(queue.id))
-        uow.commit()
-    assert taken == [1, 2, 3, 4, 5]
-
-
-def test_entries_added_together_read_back_with_their_numbers_known(
-    container: Container, queue: Queue
-) -> None:
+def test_entries_added_together_read_back(container: Container, queue: Queue) -> None:
     added = [make_entry(number=number) for number in (4, 2)]
     with container.unit_of_work() as uow:
         uow.entries.add_all(added)
         uow.commit()
     with container.unit_of_work() as uow:
-        assert uow.entries.numbers_known(queue.id, [1, 2, 3, 4]) == {2, 4}
-        assert [uow.entries.get(entry.id) for entry in added] == added
+        assert [uow.entries.find(queue.id, number) for number in (1, 2, 3, 4)] == [
+            None,
+            added[1],
+            None,
+            added[0],
+        ]
 
 
 def test_leaving_without_commit_rolls_back(container: Container, queue: Queue) -> None:

@@ -7,18 +7,31 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from dataclasses import replace
 from typing import Any
 
+import psycopg
 import pytest
 from sqlalchemy import text
 
 from keepgreen.adapters.db.quick_reads import HELD_CONNECTIONS, MAX_ASKED, SqlQuickReads
 from keepgreen.app.admin import hash_token
 from keepgreen.bootstrap import Container
-from keepgreen.core.model import QueueAsk, QueueVersion, RepoRef, TokenRead
+from keepgreen.core.enums import PrState, QueueMode, StateReason
+from keepgreen.core.ids import PullRequestId, QueueId
+from keepgreen.core.model import (
+    QueueAsk,
+    QueueEntry,
+    QueueModes,
+    QueueVersion,
+    RepoRef,
+    StateChange,
+    TokenRead,
+)
 from tests.conftest import PG_URL
+from tests.support.builders import make_change, make_entry
 from tests.support.gitrepo import GitRepo
-from tests.support.wire import REPO, Api
+from tests.support.wire import REPO, Api, update_queue
 
 
 def version(reads: SqlQuickReads, token: str, ref: RepoRef, branch: str) -> Any:
@@ -149,3 +162,165 @@ def test_connections_the_server_dropped_are_let_go(
         assert loop_connection.closed
 
     asyncio.run(scenario())
+
+
+def first_entries(
+    reads: SqlQuickReads, container: Container, token: str, *numbers: int
+) -> tuple[QueueId, QueueModes, list[QueueEntry], list[StateChange]]:
+    """The queue of `main` as a read finds it, and PRs `numbers` entering it (positions
+    counted from 1 among them), with their history lines.
+    """
+    org = container.admin.authenticate(token)
+    assert org is not None
+    found = reads.queued_options(org, REPO, "main", 0)
+    assert found is not None
+    assert found.queue_id is not None
+    assert found.queue is not None
+    entries = [
+        make_entry(
+            number=number,
+            queue_id=found.queue_id,
+            state=PrState.NOT_READY,
+            state_reason=StateReason.SUBMITTED,
+            position=position,
+        )
+        for position, number in enumerate(numbers, start=1)
+    ]
+    changes = [
+        make_change(
+            number=number,
+            queue_id=found.queue_id,
+            to_state=PrState.NOT_READY,
+            reason=StateReason.SUBMITTED,
+        )
+        for number in numbers
+    ]
+    return found.queue_id, found.queue, entries, changes
+
+
+def stored(container: Container, queue_id: QueueId) -> dict[int, tuple[int, int]]:
+    """Each entry's number: its position and how many history lines it has."""
+    with container.unit_of_work(read_only=True) as uow:
+        return {
+            entry.number: (entry.position, len(uow.history.list_for_entry(entry.id)))
+            for entry in uow.entries.list_for_queues([queue_id])
+        }
+
+
+def test_first_entries_take_the_next_positions_and_leave_out_a_pr_entered_meanwhile(
+    reads: SqlQuickReads, queue: Api, container: Container, token: str
+) -> None:
+    queue_id, modes, entries, changes = first_entries(reads, container, token, 4, 2)
+    assert asyncio.run(reads.enter_first(queue_id, modes, entries, changes)) == {
+        entry.id for entry in entries
+    }
+    with container.unit_of_work() as uow:
+        taken = uow.queues.next_position(queue_id)  # a resubmit's position, between writes
+        uow.commit()
+    # PR 2 again (another process was first: another id), and PR 7.
+    _, _, again, again_changes = first_entries(reads, container, token, 2, 7)
+    again = [replace(entry, id=PullRequestId(f"again-{entry.number}")) for entry in again]
+    again_changes = [
+        replace(change, pull_request_id=entry.id)
+        for change, entry in zip(again_changes, again, strict=True)
+    ]
+    assert asyncio.run(reads.enter_first(queue_id, modes, again, again_changes)) == {again[1].id}
+    assert stored(container, queue_id) == {4: (1, 1), 2: (2, 1), 7: (taken + 2, 1)}
+
+
+def test_first_entries_are_not_written_to_a_queue_no_longer_as_read(
+    reads: SqlQuickReads, queue: Api, container: Container, token: str
+) -> None:
+    queue_id, modes, entries, changes = first_entries(reads, container, token, 1)
+    other_mode = replace(modes, mode=QueueMode.PARALLEL)
+    switching = replace(modes, pending_mode=QueueMode.PARALLEL)
+    for read_as in (other_mode, switching):
+        assert asyncio.run(reads.enter_first(queue_id, read_as, entries, changes)) == set()
+    gone = QueueId("no-such-queue")
+    assert asyncio.run(reads.enter_first(gone, modes, entries, changes)) == set()
+    update_queue(queue, state="draining")
+    assert asyncio.run(reads.enter_first(queue_id, modes, entries, changes)) == set()
+    assert stored(container, queue_id) == {}
+
+
+@pytest.mark.skipif(PG_URL is None, reason="needs KEEPGREEN_TEST_DATABASE_URL (PostgreSQL)")
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_first_entries_write_is_not_sent_again_on_a_dropped_connection(
+    reads: SqlQuickReads, queue: Api, container: Container, token: str
+) -> None:
+    """The write has a connection of its own beside the reads'; one the server dropped fails
+    the write (it may have been made), and the next write connects again.
+    """
+    queue_id, modes, entries, changes = first_entries(reads, container, token, 1, 2, 3)
+
+    async def scenario() -> None:
+        await reads.token_queue_versions([(hash_token(token), QueueAsk(REPO, "main"))])
+        assert await reads.enter_first(queue_id, modes, entries[:1], changes[:1])
+        connections = reads._async or {}
+        assert len(connections) == 2
+        (writing,) = [one for (_loop, write), one in connections.items() if write]
+        with container.engine.begin() as connection:
+            connection.execute(
+                text("SELECT pg_terminate_backend(:pid)"), {"pid": writing.info.backend_pid}
+            )
+        with pytest.raises(psycopg.OperationalError):
+            await reads.enter_first(queue_id, modes, entries[1:2], changes[1:2])
+        assert await reads.enter_first(queue_id, modes, entries[2:], changes[2:]) == {entries[2].id}
+
+    asyncio.run(scenario())
+    assert sorted(stored(container, queue_id)) == [1, 3]
+
+
+@pytest.mark.skipif(PG_URL is None, reason="needs KEEPGREEN_TEST_DATABASE_URL (PostgreSQL)")
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_first_entries_value_too_long_for_its_column_is_refused_not_cut(
+    reads: SqlQuickReads, queue: Api, container: Container, token: str
+) -> None:
+    queue_id, modes, entries, changes = first_entries(reads, container, token, 1)
+    long_id = PullRequestId("x" * 40)  # the id column holds 36 characters
+    with pytest.raises(psycopg.errors.StringDataRightTruncation):
+        asyncio.run(
+            reads.enter_first(
+                queue_id,
+                modes,
+                [replace(entries[0], id=long_id)],
+                [replace(changes[0], pull_request_id=long_id)],
+            )
+        )
+    assert stored(container, queue_id) == {}
+
+
+@pytest.mark.skipif(PG_URL is None, reason="needs KEEPGREEN_TEST_DATABASE_URL (PostgreSQL)")
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_many_prs_are_read_by_their_key_whatever_the_statistics_say(
+    reads: SqlQuickReads, queue: Api, container: Container, token: str
+) -> None:
+    """A queue that grew a hundredfold since PostgreSQL last analyzed it (a flood of first
+    submits): each asked PR is still found through the (queue, number) index, not by reading
+    all the queue's entries.
+    """
+    _queue_id, _modes, entries, _changes = first_entries(reads, container, token, *range(1, 8))
+    with container.unit_of_work() as uow:
+        uow.entries.add_all(entries)
+        uow.commit()
+    with container.engine.begin() as connection:
+        connection.execute(text("ANALYZE queue_entries"))
+    _, _, more, _ = first_entries(reads, container, token, *range(8, 3000))
+    with container.unit_of_work() as uow:
+        uow.entries.add_all(more)
+        uow.commit()
+    hashed = hash_token(token)
+    parameters = [
+        value
+        for index in range(4)
+        for value in (index, hashed, REPO.host, REPO.owner, REPO.name, "main", 5000 + index)
+    ]
+    with container.engine.connect() as connection:
+        plan = "\n".join(
+            row[0]
+            for row in connection.exec_driver_sql(
+                f"EXPLAIN ANALYZE {reads._token_queued_options[4]}", tuple(parameters)
+            )
+        )
+    assert "uq_queue_entries_queue_id_number" in plan
+    assert "Rows Removed" not in plan

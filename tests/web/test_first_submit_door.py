@@ -6,6 +6,7 @@ back at once as the route's submit would have left it; anything else reaches the
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -13,12 +14,20 @@ import pytest
 
 from keepgreen.app.pull_requests import FirstSubmit, PullRequestService
 from keepgreen.bootstrap import Container
-from keepgreen.core.ids import OrgId
-from keepgreen.core.model import QueueAsk
+from keepgreen.core.enums import PrState, QueueMode
+from keepgreen.core.ids import OrgId, PullRequestId
+from keepgreen.core.model import QueueAsk, QueueModes
 from keepgreen.core.priority import priority_from_name
 from tests.conftest import LogLines
 from tests.support.gitrepo import GitRepo
-from tests.support.wire import REPO, Api, assert_error, pr_verb, submit, update_queue
+from tests.support.wire import (
+    REPO,
+    Api,
+    assert_error,
+    pr_verb,
+    submit,
+    update_queue,
+)
 from tests.web.test_polled_fast_path import Counted
 
 
@@ -43,15 +52,23 @@ def entries(container: Container, org: OrgId) -> dict[int, Any]:
 
 def test_a_first_submit_is_written_at_the_door_and_reads_back_at_once(
     queue: Api,
+    container: Container,
     registered_repo: GitRepo,
     monkeypatch: pytest.MonkeyPatch,
     log_lines: LogLines,
 ) -> None:
     registered_repo.open_pr(1, {"a.txt": "a\n"})
+    # The polled calls' answers are kept under the queue's version: the write moves it on.
+    org = org_of(container, queue.token)
+    before = container.quick_reads.queue_version(org, REPO, "main")
     route = Counted(monkeypatch, PullRequestService, "submit")
     answer = submit(queue, 1, priority="high", noBatch=True)
     assert (answer.status_code, answer.json()) == (200, {})
     assert route.calls == 0
+    after = container.quick_reads.queue_version(org, REPO, "main")
+    assert before is not None
+    assert after is not None
+    assert after.version > before.version
     pr = pr_verb(queue, "getSubmittedPullRequest", 1).json()
     assert (pr["state"], pr["isCurrentlySubmittedToQueue"], pr["noBatch"]) == (
         "not_ready",
@@ -75,13 +92,13 @@ def test_first_submits_of_one_moment_share_one_transaction(
     """
     app = queue.client.app
     sizes: list[int] = []
-    write = container.pull_requests.submit_first
+    write = container.quick_reads.enter_first
 
-    def counted(asked: list[FirstSubmit]) -> list[bool]:
-        sizes.append(len(asked))
-        return write(asked)
+    async def counted(*args: Any) -> set[PullRequestId]:
+        sizes.append(len(args[2]))
+        return await write(*args)
 
-    monkeypatch.setattr(container.pull_requests, "submit_first", counted)
+    monkeypatch.setattr(container.quick_reads, "enter_first", counted)
 
     async def together() -> list[httpx.Response]:
         transport = httpx.ASGITransport(app=app)
@@ -131,26 +148,53 @@ def test_what_the_door_does_not_write_gets_the_routes_answer(
 
 
 def test_submit_first_enters_each_new_pr_once_in_the_order_asked(
-    queue: Api, container: Container
+    queue: Api, container: Container, log_lines: LogLines
 ) -> None:
     org = org_of(container, queue.token)
+    found = container.quick_reads.queued_options(org, REPO, "main", 0)
+    assert found is not None
+    assert found.queue_id is not None
+    assert found.queue is not None
+    queue_id, read = found.queue_id, found.queue
 
-    def first(number: int, branch: str = "main") -> FirstSubmit:
-        return FirstSubmit(org, QueueAsk(REPO, branch, number), None, None)
+    def first(number: int, modes: QueueModes = read) -> FirstSubmit:
+        return FirstSubmit(QueueAsk(REPO, "main", number), queue_id, modes, None, None)
 
-    prs = container.pull_requests
-    assert prs.submit_first([first(5), first(3)]) == [True, True]
-    # Already in the queue, twice in one call, a branch without a queue: left to `submit`.
-    assert prs.submit_first([first(3), first(4), first(4), first(9, "develop")]) == [
-        False,
-        True,
+    def submitted(*asked: FirstSubmit) -> list[bool]:
+        return asyncio.run(container.pull_requests.submit_first(asked))
+
+    assert submitted(first(5), first(3)) == [True, True]
+    # Already in the queue, twice in one call: left to `submit`.
+    assert submitted(first(3), first(4), first(4)) == [False, True, False]
+    # The queue not as it was read (in another mode; draining): nothing is written.
+    assert submitted(first(6, replace(read, mode=QueueMode.PARALLEL)), first(7)) == [
         False,
         False,
     ]
-    found = entries(container, org)
-    assert sorted(found) == [3, 4, 5]
-    assert [number for number, _ in sorted(found.items(), key=lambda one: one[1][0].position)] == [
-        5,
-        3,
-        4,
-    ]
+    update_queue(queue, state="draining")
+    assert submitted(first(8)) == [False]
+    found_entries = entries(container, org)
+    assert sorted(found_entries) == [3, 4, 5]
+    in_order = sorted(found_entries.items(), key=lambda one: one[1][0].position)
+    assert [number for number, _ in in_order] == [5, 3, 4]
+    for entry, changes in found_entries.values():
+        assert entry.queue_id == queue_id
+        assert [(change.from_state, change.to_state) for change in changes] == [
+            (None, PrState.NOT_READY)
+        ]
+    assert [line["pr"] for line in log_lines.events("pr submitted")] == [5, 3, 4]
+
+
+def test_a_first_submit_to_a_parallel_queue_waits_for_impacted_targets(
+    queue: Api, container: Container, registered_repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The door writes what the route would: a PR entering a queue in parallel mode (or
+    switching to it) needs impacted targets for its head.
+    """
+    registered_repo.open_pr(1, {"a.txt": "a\n"})
+    update_queue(queue, mode="parallel")
+    route = Counted(monkeypatch, PullRequestService, "submit")
+    assert submit(queue, 1).status_code == 200
+    assert route.calls == 0
+    (entry, _changes) = entries(container, org_of(container, queue.token))[1]
+    assert entry.readiness.requires_impacted_targets

@@ -23,6 +23,7 @@ from keepgreen.core.model import (
     PullRequestInfo,
     Queue,
     QueueEntry,
+    RepoRef,
     Repository,
     StateChange,
     TestRun,
@@ -147,11 +148,26 @@ class QueueEngine:
         self, uow: UnitOfWork, repository: Repository, entries: Sequence[QueueEntry]
     ) -> list[QueueEntry]:
         """`enter` for PRs the queue has never had, written together: the entries as written."""
-        now = self._clock()
-        changed = [entering(entry, None, now) for entry in entries]
+        changed = self.entering_new(entries)
         uow.entries.add_all([entered for entered, _change in changed])
         self._entered(uow, repository, changed)
         return [entered for entered, _change in changed]
+
+    def entering_new(self, entries: Sequence[QueueEntry]) -> list[tuple[QueueEntry, StateChange]]:
+        """PRs the queue has never had as they enter it, with their history lines, for a
+        caller that writes them itself (the merge button's write, `FirstEntries`), and then
+        tells `entered` what it wrote.
+        """
+        now = self._clock()
+        return [entering(entry, None, now) for entry in entries]
+
+    def entered(
+        self, repository: Repository | RepoRef, changed: Sequence[tuple[QueueEntry, StateChange]]
+    ) -> None:
+        """Count and log PRs that entered their queue, once written."""
+        self._telemetry.decided(tuple(change for _entered, change in changed), ())
+        for entered, change in changed:
+            log_entered(repository, entered.base_branch, entered, change)
 
     def _entered(
         self,
@@ -159,15 +175,8 @@ class QueueEngine:
         repository: Repository,
         changed: Sequence[tuple[QueueEntry, StateChange]],
     ) -> None:
-        changes = tuple(change for _entered, change in changed)
-        uow.history.add_all(changes)
-
-        def told() -> None:
-            self._telemetry.decided(changes, ())
-            for entered, change in changed:
-                log_entered(repository, entered.base_branch, entered, change)
-
-        uow.on_commit(told)
+        uow.history.add_all([change for _entered, change in changed])
+        uow.on_commit(lambda: self.entered(repository, changed))
 
     def _persist(self, uow: UnitOfWork, before: EngineState, decision: Decision) -> None:
         after = decision.state

@@ -38,6 +38,7 @@ from keepgreen.core.model import (
     QueueAsk,
     QueuedOptions,
     QueueEntry,
+    QueueModes,
     QueueVersion,
     RepoRef,
     Repository,
@@ -395,23 +396,11 @@ class QueueRepository(Protocol):
         """The queue of a repository's branch; `lock` holds its row until commit."""
         ...
 
-    def find_of_org(
-        self, org_id: OrgId, ref: RepoRef, branch: str, *, lock: bool = False
-    ) -> tuple[Repository, Queue] | None:
-        """The queue of a branch of an org's repository, with the repository, in one read
-        (None when either is missing); `lock` holds the queue's row until commit.
-        """
-        ...
-
     def get(self, queue_id: QueueId, *, lock: bool = False) -> Queue | None: ...
     def list_ids(self) -> Sequence[QueueId]: ...
     def list_for_repositories(self, repository_ids: Sequence[RepositoryId]) -> Sequence[Queue]: ...
     def next_position(self, queue_id: QueueId) -> int:
         """The next admission sequence number of the queue (atomic)."""
-        ...
-
-    def next_positions(self, queue_id: QueueId, count: int) -> range:
-        """The `count` next admission sequence numbers of the queue, in order (atomic)."""
         ...
 
 
@@ -423,10 +412,6 @@ class EntryRepository(Protocol):
 
     def save(self, entry: QueueEntry) -> None: ...
     def find(self, queue_id: QueueId, number: int) -> QueueEntry | None: ...
-    def numbers_known(self, queue_id: QueueId, numbers: Sequence[int]) -> set[int]:
-        """Which of the PR `numbers` the queue has an entry for, whatever its state."""
-        ...
-
     def find_by_branch(self, queue_id: QueueId, branch: str) -> QueueEntry | None:
         """The entry of the PR submitted from `branch`: the one in the queue if there is one,
         else the one that left it last.
@@ -725,6 +710,26 @@ class QuickReads(Protocol):
     ) -> list[TokenRead[QueuedOptions] | None]:
         """`queued_options` of each asked PR the same way. Both are awaited in an event loop,
         which serves other requests meanwhile where the read is a network round trip.
+        """
+        ...
+
+
+class FirstEntries(Protocol):
+    """The merge button's write, outside any unit of work (beside `QuickReads`)."""
+
+    async def enter_first(
+        self,
+        queue_id: QueueId,
+        modes: QueueModes,
+        entries: Sequence[QueueEntry],
+        changes: Sequence[StateChange],
+    ) -> set[PullRequestId]:
+        """Write PRs the queue has never had, `entries`, with their history lines `changes`,
+        in one transaction of their own, when the queue is still as `modes` was read (there,
+        not draining, in the same mode and switching to the same): the ids of the entries
+        written. Each entry's `position` counts from 1 among `entries`; they take the queue's
+        next positions in that order. None is written when the queue is not as read; an entry
+        whose PR the queue has meanwhile (another process was first) is left out.
         """
         ...
 

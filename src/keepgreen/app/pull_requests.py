@@ -26,6 +26,7 @@ from keepgreen.app.ports import (
     Clock,
     CodeHostError,
     EntryPage,
+    FirstEntries,
     IdFactory,
     MergeHost,
     QuickReads,
@@ -34,7 +35,7 @@ from keepgreen.app.ports import (
 )
 from keepgreen.core.admission import requires_impacted_targets
 from keepgreen.core.enums import Mergeability, PrState, QueueState, StateReason
-from keepgreen.core.ids import OrgId, PullRequestId
+from keepgreen.core.ids import OrgId, PullRequestId, QueueId
 from keepgreen.core.model import (
     UNREAD_HEAD,
     ImpactedTargets,
@@ -44,6 +45,7 @@ from keepgreen.core.model import (
     QueueAsk,
     QueuedOptions,
     QueueEntry,
+    QueueModes,
     Readiness,
     RepoRef,
     Repository,
@@ -92,12 +94,13 @@ class SubmitAsk:
 
 @dataclass(frozen=True, slots=True)
 class FirstSubmit:
-    """A submit of a PR its queue has never had, as a quick read found it: the token's org,
-    the PR and the options asked for (`submit_first` writes it).
+    """A submit of a PR its queue has never had, as a quick read found it: the PR, its queue
+    as read (the token's org's) and the options asked for (`submit_first` writes it).
     """
 
-    org_id: OrgId
     ask: QueueAsk
+    queue_id: QueueId
+    queue: QueueModes
     priority: Priority | None
     no_batch: bool | None
 
@@ -124,9 +127,11 @@ class PullRequestService:
         clock: Clock,
         new_id: IdFactory,
         quick: QuickReads,
+        first_entries: FirstEntries,
     ) -> None:
         self._uow = uow
         self._quick = quick
+        self._first_entries = first_entries
         self._code_host = code_host
         self._engine = engine
         self._wake = wake
@@ -158,27 +163,19 @@ class PullRequestService:
         )
         return [_submit_read(one, read) for one, read in zip(asked, found, strict=True)]
 
-    def submit_first(self, asked: Sequence[FirstSubmit]) -> list[bool]:
-        """Enter PRs their queue has never had, as `submit` does, all in one transaction (the
-        merge buttons of one moment): a queue locked, its repository found and the commit
-        made once for all its PRs, and the worker woken once. False for a PR found otherwise
-        once its queue is locked (submitted meanwhile, twice in `asked`, the queue draining or
-        gone), which the full `submit` answers. Queues are locked in one order, so that two
-        processes writing batches over the same queues never wait on each other in a cycle.
+    async def submit_first(self, asked: Sequence[FirstSubmit]) -> list[bool]:
+        """Enter PRs their queue has never had, as `submit` does, each queue's in one
+        transaction of its own (the merge buttons of one moment), and wake the worker once.
+        False for a PR found otherwise when written (submitted meanwhile, twice in `asked`,
+        its queue draining, changing modes or gone), which the full `submit` answers.
         """
         entered = [False] * len(asked)
-        by_queue: dict[tuple[str, ...], list[int]] = {}
+        by_queue: dict[QueueId, list[int]] = {}
         for index, one in enumerate(asked):
-            ref = one.ask.ref
-            by_queue.setdefault(
-                (one.org_id, ref.host, ref.owner, ref.name, one.ask.branch), []
-            ).append(index)
-        with self._uow() as uow:
-            for key in sorted(by_queue):
-                for index in self._enter_first(uow, asked, by_queue[key]):
-                    entered[index] = True
-            if any(entered):
-                uow.commit()
+            by_queue.setdefault(one.queue_id, []).append(index)
+        for indexes in by_queue.values():
+            for index in await self._enter_first(asked, indexes):
+                entered[index] = True
         if any(entered):
             self._wake()
         return entered
@@ -252,39 +249,38 @@ class PullRequestService:
         self._wake()
         return entry
 
-    def _enter_first(
-        self, uow: UnitOfWork, asked: Sequence[FirstSubmit], indexes: list[int]
-    ) -> list[int]:
+    async def _enter_first(self, asked: Sequence[FirstSubmit], indexes: list[int]) -> list[int]:
         """`submit_first` of the PRs `asked[indexes]` of one queue: the indexes entered."""
         first = asked[indexes[0]]
-        found = uow.queues.find_of_org(first.org_id, first.ask.ref, first.ask.branch, lock=True)
-        if found is None or found[1].state is QueueState.DRAINING:
-            return []
-        repository, queue = found
-        known = uow.entries.numbers_known(queue.id, [asked[index].ask.number for index in indexes])
         new: dict[int, int] = {}  # number -> index, the first time asked
         for index in indexes:
-            number = asked[index].ask.number
-            if number not in known and number not in new:
-                new[number] = index
-        if not new:
-            return []
-        positions = uow.queues.next_positions(queue.id, len(new))
+            new.setdefault(asked[index].ask.number, index)
         entries = [
             self._submitted(
-                queue,
+                first.queue_id,
+                first.ask.branch,
                 PullRequestId(self._new_id()),
                 number,
                 None,
                 priority=asked[index].priority or DEFAULT_PRIORITY,
                 no_batch=bool(asked[index].no_batch),
+                requires_targets=requires_impacted_targets(first.queue),
                 has_targets=False,
                 position=position,
             )
-            for (number, index), position in zip(new.items(), positions, strict=True)
+            for position, (number, index) in enumerate(new.items(), start=1)
         ]
-        self._engine.enter_new(uow, repository, entries)
-        return list(new.values())
+        changed = self._engine.entering_new(entries)
+        written = await self._first_entries.enter_first(
+            first.queue_id,
+            first.queue,
+            [entry for entry, _change in changed],
+            [change for _entry, change in changed],
+        )
+        self._engine.entered(first.ask.ref, [one for one in changed if one[0].id in written])
+        return [
+            index for entry, index in zip(entries, new.values(), strict=True) if entry.id in written
+        ]
 
     def _update_queued(
         self,
@@ -439,12 +435,14 @@ class PullRequestService:
             uow.impacted_targets.find(queue.id, number, info.head_sha) is not None
         )
         entry = self._submitted(
-            queue,
+            queue.id,
+            queue.branch,
             PullRequestId(self._new_id()) if previous is None else previous.id,
             number,
             info,
             priority=priority,
             no_batch=no_batch,
+            requires_targets=requires_impacted_targets(queue),
             has_targets=has_targets,
             position=uow.queues.next_position(queue.id),
         )
@@ -452,27 +450,31 @@ class PullRequestService:
 
     def _submitted(
         self,
-        queue: Queue,
+        queue_id: QueueId,
+        branch: str,
         entry_id: PullRequestId,
         number: int,
         info: PullRequestInfo | None,
         *,
         priority: Priority,
         no_batch: bool,
+        requires_targets: bool,
         has_targets: bool,
         position: int,
     ) -> QueueEntry:
-        """PR `number` as it enters `queue`, `not_ready`, unread unless `info` was read."""
+        """PR `number` as it enters the queue of `branch`, `not_ready`, unread unless `info`
+        was read.
+        """
         now = self._clock()
         readiness = Readiness(
             does_base_branch_match=True,  # the built-in host's PRs are based on the queue branch
             mergeability=Mergeability.UNSPECIFIED,  # the worker asks the code host
-            requires_impacted_targets=requires_impacted_targets(queue),
+            requires_impacted_targets=requires_targets,
             has_impacted_targets=has_targets,
         )
         return QueueEntry(
             id=entry_id,
-            queue_id=queue.id,
+            queue_id=queue_id,
             number=number,
             state=PrState.NOT_READY,
             state_changed_at=now,
@@ -483,7 +485,7 @@ class PullRequestService:
             title="" if info is None else info.title,
             author="" if info is None else info.author,
             head_branch=None if info is None else recorded_branch(info.head_branch),
-            base_branch=queue.branch,
+            base_branch=branch,
             readiness=readiness,
             is_submitted=True,
             force_enqueued=False,
@@ -516,9 +518,12 @@ def _unavailable(repository: Repository, error: CodeHostError) -> Unavailable:
 def _submit_read(asked: SubmitAsk, read: tuple[OrgId, QueuedOptions] | None) -> SubmitRead:
     if read is None:
         return False
-    org_id, found = read
-    if found.queue_id is not None and found.state is None:
-        return FirstSubmit(org_id, asked.ask, asked.priority, asked.no_batch)
+    _org_id, found = read
+    if found.state is None:
+        queue_id, queue = found.queue_id, found.queue
+        if queue_id is None or queue is None or queue.state is QueueState.DRAINING:
+            return False
+        return FirstSubmit(asked.ask, queue_id, queue, asked.priority, asked.no_batch)
     return _unchanged(found, asked.priority, asked.no_batch)
 
 

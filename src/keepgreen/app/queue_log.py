@@ -13,7 +13,7 @@ import structlog
 
 from keepgreen.core.enums import PrState, StateReason, TestRunStatus
 from keepgreen.core.ids import PullRequestId
-from keepgreen.core.model import QueueEntry, Repository, StateChange, TestRun
+from keepgreen.core.model import QueueEntry, RepoRef, Repository, StateChange, TestRun
 from keepgreen.core.scheduler import Decision, EngineState, Event, Landed, TargetBranchMoved, Tick
 
 log = structlog.get_logger("keepgreen.queue")
@@ -32,9 +32,10 @@ _EVENT_BY_STATE = {
 _ENTERING = frozenset({StateReason.SUBMITTED, StateReason.READY})
 
 
-def queue_name(repository: Repository, branch: str) -> str:
+def queue_name(repository: Repository | RepoRef, branch: str) -> str:
     """How log lines name a queue: `github.com/acme/app:main`."""
-    return f"{repository.ref}:{branch}"
+    ref = repository.ref if isinstance(repository, Repository) else repository
+    return f"{ref}:{branch}"
 
 
 def log_decision(
@@ -60,7 +61,7 @@ def log_decision(
 
 
 def log_entered(
-    repository: Repository, branch: str, entry: QueueEntry, change: StateChange
+    repository: Repository | RepoRef, branch: str, entry: QueueEntry, change: StateChange
 ) -> None:
     """Log a PR entering the queue, which is written without a decision (`QueueEngine.enter`)."""
     _log_change(queue_name(repository, branch), change, {entry.id: entry}, Tick())

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from keepgreen.core.enums import PrState, QueueMode, QueueState
-from keepgreen.core.model import Queue, Readiness
+from keepgreen.core.model import Queue, QueueModes, Readiness
 
 
-def requires_impacted_targets(queue: Queue) -> bool:
+def requires_impacted_targets(queue: Queue | QueueModes) -> bool:
     """Parallel queues (and queues switching to parallel) need targets for each PR head."""
     return QueueMode.PARALLEL in (queue.mode, queue.pending_mode)
 

@@ -485,15 +485,27 @@ class Incident:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueModes:
+    """What of a queue a PR entering it depends on (`requires_impacted_targets`), and whether
+    it takes new PRs (not draining), as one read found them.
+    """
+
+    state: QueueState
+    mode: QueueMode
+    pending_mode: QueueMode | None
+
+
+@dataclass(frozen=True, slots=True)
 class QueuedOptions:
     """What a resubmit may change of a PR's entry, as one read found it (`queue_id` None: no
-    such queue; `state` None: the PR was never submitted to it).
+    such queue, and `queue` None with it; `state` None: the PR was never submitted to it).
     """
 
     queue_id: QueueId | None
     state: PrState | None
     priority: Priority | None
     no_batch: bool
+    queue: QueueModes | None
 
 
 @dataclass(frozen=True, slots=True)

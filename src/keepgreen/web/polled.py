@@ -7,7 +7,8 @@ or the PR's options, read together) and the bytes kept for them. Through the mid
 FastAPI's routing, dependency solving and response machinery, the same answer cost several
 times the read. The first submit of a PR (its queue never had it) needs that read and one
 write: the door writes it with the other first submits of the same moment, in one transaction
-in a thread (`PullRequestService.submit_first`), and answers `{}` once it is committed.
+(`PullRequestService.submit_first`: on PostgreSQL one statement on the event loop's own
+connection, on SQLite a short transaction in a thread), and answers `{}` once it is committed.
 
 `PolledCalls` stands in front of the app (`KeepgreenAPI.__call__`). It answers a request only
 when it is sure of the answer: a small body declared JSON that the route's own model accepts,
@@ -141,9 +142,9 @@ class PolledCalls:
         together = container.engine.dialect.name != "sqlite"
         self.versions = Batched(container.queues.versions_for_tokens, together=together)
         self.submits = Batched(container.pull_requests.read_submits, together=together)
-        # Writes, in a thread, on both backends: the first submits of one moment share one
-        # transaction, made while the one before it commits.
-        self.first_submits = Batched(self._submit_first, together=True)
+        # Writes, on both backends: the first submits of one moment share one transaction,
+        # made while the one before it commits.
+        self.first_submits = Batched(container.pull_requests.submit_first, together=True)
         self.calls: dict[str, tuple[str, QuickCall]] = {
             f"{prefix}{template}": (f"{prefix}{template}", call)
             for template, call in (
@@ -237,9 +238,6 @@ class PolledCalls:
         if not read:
             return None
         return 200, _json_headers(_EMPTY_OBJECT), _EMPTY_OBJECT
-
-    async def _submit_first(self, asked: list[FirstSubmit]) -> list[bool]:
-        return await asyncio.to_thread(self.container.pull_requests.submit_first, asked)
 
 
 def _headers(scope: Scope, max_body_bytes: int) -> tuple[str, str] | None:

@@ -1,7 +1,8 @@
 """The reads made on every polled request (the token, the queue's version), as one SQL
 statement each on a DBAPI connection in autocommit: no ORM session, no SQLAlchemy execution
 layer, no BEGIN/ROLLBACK round trips. A lone SELECT in autocommit is its own transaction: on
-SQLite (WAL) it never waits for a writer, on PostgreSQL it takes no lock.
+SQLite (WAL) it never waits for a writer, on PostgreSQL it takes no lock. The merge button's
+one write, `enter_first`, is made the same way (its statements are `first_entries`').
 
 The first HELD_CONNECTIONS threads to read (the event loop's first) keep a connection of their
 own, opened straight from the driver; other threads read from a pool: on SQLite the engine's,
@@ -22,9 +23,19 @@ from typing import Any, TypeVar
 import psycopg
 from sqlalchemy import Engine, create_engine
 
-from keepgreen.core.enums import PrState
-from keepgreen.core.ids import OrgId, QueueId
-from keepgreen.core.model import QueueAsk, QueuedOptions, QueueVersion, RepoRef, TokenRead
+from keepgreen.adapters.db.first_entries import SQLITE_ROWS, FirstEntryStatements
+from keepgreen.core.enums import PrState, QueueMode, QueueState
+from keepgreen.core.ids import OrgId, PullRequestId, QueueId
+from keepgreen.core.model import (
+    QueueAsk,
+    QueuedOptions,
+    QueueEntry,
+    QueueModes,
+    QueueVersion,
+    RepoRef,
+    StateChange,
+    TokenRead,
+)
 from keepgreen.core.priority import Priority
 
 Found = TypeVar("Found")
@@ -44,7 +55,8 @@ _REPOSITORY_IS = "repositories.host = ? AND repositories.owner = ? AND repositor
 _VERSION_COLUMNS = "queues.id, queues.version"
 _OPTIONS_COLUMNS = (
     "queues.id, queue_entries.state, queue_entries.priority_value, "
-    "queue_entries.priority_name, queue_entries.no_batch"
+    "queue_entries.priority_name, queue_entries.no_batch, queues.state, queues.mode, "
+    "queues.pending_mode"
 )
 
 
@@ -71,9 +83,15 @@ _ASKED_JOINS = (
     "LEFT OUTER JOIN queues ON queues.repository_id = repositories.id "
     "AND queues.branch = asked.branch "
 )
+# A lookup of each asked PR by the (queue, number) key. Written as a LATERAL subquery with a
+# LIMIT, which PostgreSQL plans on its own for each asked row, as a probe of that key's index:
+# as a plain join, with statistics from when the table was small (a queue that grew a
+# hundredfold since the last ANALYZE, as under a flood of submits), it read every entry of
+# the queue by another of its indexes for each asked row.
 _ENTRY_ASKED = (
-    "LEFT OUTER JOIN queue_entries ON queue_entries.queue_id = queues.id "
-    "AND queue_entries.number = asked.number "
+    "LEFT OUTER JOIN LATERAL (SELECT state, priority_value, priority_name, no_batch "
+    "FROM queue_entries WHERE queue_entries.queue_id = queues.id "
+    "AND queue_entries.number = asked.number LIMIT 1) AS queue_entries ON true "
 )
 MAX_ASKED = 32  # rows a statement asks at most; more are asked in several
 
@@ -133,11 +151,14 @@ class SqlQuickReads:
             self._marker = "%s"
             self._may_hold = True
             self._connect_args[1].update(autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS)
-        # PostgreSQL: each event loop's asynchronous connection (for `_all_awaited`); those of
-        # loops that have closed are closed when another loop connects, and all at `close`.
-        self._async: dict[asyncio.AbstractEventLoop, Any] | None = (
+        # PostgreSQL: each event loop's asynchronous connections (for `_all_awaited`), one for
+        # the reads and one for the writes, so reads go on while a write waits for its commit
+        # to reach the disk; those of loops that have closed are closed when another loop
+        # connects, and all at `close`.
+        self._async: dict[tuple[asyncio.AbstractEventLoop, bool], Any] | None = (
             None if engine.dialect.name == "sqlite" else {}
         )
+        self._first_entries = FirstEntryStatements(engine.dialect)
         self._local = threading.local()
         self._held: list[Any] = []
         self._held_lock = threading.Lock()
@@ -168,8 +189,8 @@ class SqlQuickReads:
         for connection in held:
             connection.close()
         if self._async is not None:
-            for loop in list(self._async):
-                left = self._async.pop(loop, None)
+            for key in list(self._async):
+                left = self._async.pop(key, None)
                 if left is not None:
                     _finish(left)
         if self._owned:
@@ -227,35 +248,97 @@ class SqlQuickReads:
                 answers[start + row[0]] = TokenRead(OrgId(row[1]), row[2], found(row[3:]))
         return answers
 
-    async def _all_awaited(self, sql: str, parameters: tuple[Any, ...]) -> list[Any]:
+    async def enter_first(
+        self,
+        queue_id: QueueId,
+        modes: QueueModes,
+        entries: Sequence[QueueEntry],
+        changes: Sequence[StateChange],
+    ) -> set[PullRequestId]:
+        if not entries:
+            return set()
+        if self._async is None:
+            return await asyncio.to_thread(
+                self._enter_first_here, queue_id, modes, entries, changes
+            )
+        statements = self._first_entries
+        parameters = statements.postgresql_parameters(queue_id, modes, entries)
+        parameters.update(statements.change_parameters(changes))
+        rows = await self._all_awaited(statements.postgresql, parameters, write=True)
+        return {PullRequestId(row[0]) for row in rows}
+
+    def _enter_first_here(
+        self,
+        queue_id: QueueId,
+        modes: QueueModes,
+        entries: Sequence[QueueEntry],
+        changes: Sequence[StateChange],
+    ) -> set[PullRequestId]:
+        """`enter_first` on SQLite: the engine's connection and transaction, so the write
+        takes its turn with the process's other writers (see `make_engine`); its statements
+        straight on the driver's cursor.
+        """
+        statements = self._first_entries
+        with self._engine.connect() as connection, connection.begin():
+            cursor = connection.connection.cursor()
+            try:
+                cursor.execute(
+                    statements.take, statements.take_parameters(queue_id, modes, len(entries))
+                )
+                taken = cursor.fetchall()
+                if not taken:
+                    return set()
+                rows = statements.entry_rows(entries, taken[0][0])
+                entered: set[PullRequestId] = set()
+                for start in range(0, len(rows), SQLITE_ROWS):
+                    part = rows[start : start + SQLITE_ROWS]
+                    cursor.execute(
+                        statements.insert_entries(len(part)),
+                        [value for row in part for value in row],
+                    )
+                    entered.update(PullRequestId(row[0]) for row in cursor.fetchall())
+                cursor.executemany(
+                    statements.insert_changes,
+                    statements.change_rows(
+                        [change for change in changes if change.pull_request_id in entered]
+                    ),
+                )
+            finally:
+                cursor.close()
+        return entered
+
+    async def _all_awaited(self, sql: str, parameters: Any, *, write: bool = False) -> list[Any]:
         """`_all` for a caller in an event loop. On SQLite the very same (a file read of a few
         microseconds); on PostgreSQL on the loop's own asynchronous connection, so the loop
         serves other requests during the round trip. One statement at a time per loop (its
         caller, `keepgreen.web.polled.Batched`, sends the next once this one is answered).
+        A `write` goes on the loop's other connection. A connection found closed is let go,
+        and a read tried once more on a new one (not a write, which may have been made before
+        the connection closed).
         """
         if self._async is None:
             return self._all(sql, parameters)
-        loop = asyncio.get_running_loop()
+        key = (asyncio.get_running_loop(), write)
         for attempt in (1, 2):
-            connection = self._async.get(loop)
+            connection = self._async.get(key)
             if connection is None or connection.closed:
-                for gone in [other for other in list(self._async) if other.is_closed()]:
+                for gone in [other for other in list(self._async) if other[0].is_closed()]:
                     left = self._async.pop(gone, None)  # another thread may have been first
                     if left is not None:
                         _finish(left)
                 cargs, cparams = self._connect_args
                 connection = await psycopg.AsyncConnection.connect(*cargs, **cparams)
-                self._async[loop] = connection
+                self._async[key] = connection
             try:
                 async with connection.cursor() as cursor:
                     await cursor.execute(sql, parameters)
                     return list(await cursor.fetchall())
             except psycopg.OperationalError:
                 # Closed by the server: let it go, and try once more on a new connection.
-                self._async.pop(loop, None)
+                self._async.pop(key, None)
                 with contextlib.suppress(psycopg.Error):
                     await connection.close()
-                if attempt == 2:
+                if attempt == 2 or write:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -333,12 +416,20 @@ def _version(row: Any) -> QueueVersion:
 
 
 def _options(row: Any) -> QueuedOptions:
-    queue_id, state, priority_value, priority_name, no_batch = row
+    queue_id, state, priority_value, priority_name, no_batch, *queue = row
+    queue_state, mode, pending_mode = queue
     return QueuedOptions(
         queue_id=None if queue_id is None else QueueId(queue_id),
         state=None if state is None else PrState(state),
         priority=None if priority_value is None else Priority(priority_value, priority_name),
         no_batch=bool(no_batch),
+        queue=None
+        if queue_id is None
+        else QueueModes(
+            QueueState(queue_state),
+            QueueMode(mode),
+            None if pending_mode is None else QueueMode(pending_mode),
+        ),
     )
 
 

@@ -148,33 +148,22 @@ _QUEUE_OF_BRANCH = select(QueueRow).where(
     QueueRow.repository_id == bindparam("repository_id"), QueueRow.branch == bindparam("branch")
 )
 _QUEUE_OF_BRANCH_LOCKED = _QUEUE_OF_BRANCH.with_for_update()
-# The queue of a branch of an org's repository, with the repository, in one statement.
-_QUEUE_OF_ORG = (
-    select(QueueRow, RepositoryRow)
-    .join(RepositoryRow, QueueRow.repository_id == RepositoryRow.id)
-    .where(*_IS_THE_ORGS_REPOSITORY, QueueRow.branch == bindparam("branch"))
-)
-_QUEUE_OF_ORG_LOCKED = _QUEUE_OF_ORG.with_for_update(of=QueueRow)
 # The statements below are on the tables, not the mapped classes: the ORM's machinery
 # (keeping the session's objects in step, which nothing here needs: the session holds no
 # position, and the rows inserted are read back by later statements) cost more than the
 # statements. They do not flush the session first as ORM statements do: the methods that
-# insert or read entries and history flush it; taking positions needs nothing pending (no
+# insert entries and history flush it; taking positions needs nothing pending (no
 # write of a queue's row touches its position).
 _QUEUES = Base.metadata.tables[QueueRow.__tablename__]
-_TAKE_POSITIONS = (
+_TAKE_POSITION = (
     update(_QUEUES)
     .where(_QUEUES.c.id == bindparam("queue_id"))
-    .values(position_seq=_QUEUES.c.position_seq + bindparam("count"))
+    .values(position_seq=_QUEUES.c.position_seq + 1)
     .returning(_QUEUES.c.position_seq)
 )
 _ENTRIES = Base.metadata.tables[QueueEntryRow.__tablename__]
 _INSERT_ENTRIES = insert(_ENTRIES)
 _INSERT_STATE_CHANGES = insert(Base.metadata.tables[StateChangeRow.__tablename__])
-_NUMBERS_KNOWN = select(_ENTRIES.c.number).where(
-    _ENTRIES.c.queue_id == bindparam("queue_id"),
-    _ENTRIES.c.number.in_(bindparam("numbers", expanding=True)),
-)
 
 
 def _of_org(org_id: OrgId, ref: RepoRef) -> dict[str, str]:
@@ -410,18 +399,6 @@ class SqlQueues:
         )
         return None if row is None else queue_from_row(row)
 
-    def find_of_org(
-        self, org_id: OrgId, ref: RepoRef, branch: str, *, lock: bool = False
-    ) -> tuple[Repository, Queue] | None:
-        found = self._session.execute(
-            _QUEUE_OF_ORG_LOCKED if lock else _QUEUE_OF_ORG,
-            {**_of_org(org_id, ref), "branch": branch},
-        ).one_or_none()
-        if found is None:
-            return None
-        queue_row, repository_row = found
-        return repository_from_row(repository_row), queue_from_row(queue_row)
-
     def get(self, queue_id: QueueId, *, lock: bool = False) -> Queue | None:
         query = select(QueueRow).where(QueueRow.id == queue_id)
         if lock:
@@ -445,13 +422,8 @@ class SqlQueues:
         return [queue_from_row(row) for row in rows]
 
     def next_position(self, queue_id: QueueId) -> int:
-        return self.next_positions(queue_id, 1)[0]
-
-    def next_positions(self, queue_id: QueueId, count: int) -> range:
         # One UPDATE ... RETURNING: atomic on PostgreSQL and on SQLite >= 3.35.
-        result = self._session.execute(_TAKE_POSITIONS, {"queue_id": queue_id, "count": count})
-        last = int(result.scalar_one())
-        return range(last - count + 1, last + 1)
+        return int(self._session.execute(_TAKE_POSITION, {"queue_id": queue_id}).scalar_one())
 
 
 class SqlEntries:
@@ -479,12 +451,6 @@ class SqlEntries:
             )
         )
         return None if row is None else entry_from_row(row)
-
-    def numbers_known(self, queue_id: QueueId, numbers: Sequence[int]) -> set[int]:
-        self._session.flush()  # entries added in this transaction are known too
-        return set(
-            self._session.scalars(_NUMBERS_KNOWN, {"queue_id": queue_id, "numbers": list(numbers)})
-        )
 
     def find_by_branch(self, queue_id: QueueId, branch: str) -> QueueEntry | None:
         terminal = [state.value for state in PrState if state.is_terminal]

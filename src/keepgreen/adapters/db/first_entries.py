@@ -1,0 +1,196 @@
+"""The statements of the merge button's write: PRs their queue has never had entering it, as
+`SqlQuickReads.enter_first` runs them (see `keepgreen.app.ports.FirstEntries`).
+
+On PostgreSQL the write is one statement, its own transaction: the queue's row updated
+(positions taken, and the queue found as it was read: not draining, the same modes), the
+entries inserted from it (none when it was not found), a PR entered meanwhile left out by the
+(queue, number) key, and a history line for each entry inserted. The rows are sent as one
+array per column, so the statement's text is the same for any number of PRs and the server
+keeps it prepared. On SQLite the same three steps are three statements in one transaction.
+
+The columns and their values are the ORM tables' (`entry_values`, `state_change_values`),
+each value made ready for the driver by its column type's own bind processing, so the rows
+are those the ORM would write.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy import Column, Table
+from sqlalchemy.engine import Dialect
+
+from keepgreen.adapters.db.mapping import entry_values, state_change_values
+from keepgreen.adapters.db.tables import Base, QueueEntryRow, StateChangeRow
+from keepgreen.core.enums import QueueState
+from keepgreen.core.model import QueueEntry, QueueModes, StateChange
+
+_ENTRIES: Table = Base.metadata.tables[QueueEntryRow.__tablename__]
+_CHANGES: Table = Base.metadata.tables[StateChangeRow.__tablename__]
+# Rows of one SQLite INSERT at most (24 values each, under SQLite's limit of variables).
+SQLITE_ROWS = 100
+
+_LENGTH = re.compile(r"\(\d+\)")
+# The queue as it was read, and its positions taken: `count` positions after the last.
+_TAKE = (
+    "UPDATE queues SET position_seq = position_seq + {count} "
+    "WHERE id = {queue_id} AND state <> {draining} AND mode = {mode} "
+    "AND pending_mode {same} {pending_mode} RETURNING position_seq - {count}"
+)
+
+
+class FirstEntryStatements:
+    """The statements for one dialect, built once, and the parameters of one write."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self._dialect = dialect
+        # Every column of an entry; every column of a history line but its generated id.
+        self.entry_columns: list[Column[Any]] = list(_ENTRIES.columns)
+        self.change_columns: list[Column[Any]] = [
+            column for column in _CHANGES.columns if column.key != "id"
+        ]
+        self._entry_bind = [_bind(column, dialect) for column in self.entry_columns]
+        self._change_bind = [_bind(column, dialect) for column in self.change_columns]
+        if dialect.name == "postgresql":
+            self.postgresql = self._one_statement()
+        else:
+            self.take = _TAKE.format(
+                count="?", queue_id="?", draining="?", mode="?", same="IS", pending_mode="?"
+            )
+            self._inserts: dict[int, str] = {}
+
+    def _one_statement(self) -> str:
+        entry_names = [column.name for column in self.entry_columns]
+        change_names = [column.name for column in self.change_columns]
+        take = _TAKE.format(
+            count="%(count)s",
+            queue_id="%(queue_id)s",
+            draining="%(draining)s",
+            mode="%(mode)s",
+            same="IS NOT DISTINCT FROM",
+            pending_mode="%(pending_mode)s",
+        )
+        picked = ", ".join(
+            "taken.first + asked.position" if name == "position" else f"asked.{name}"
+            for name in entry_names
+        )
+        return (
+            f"WITH taken(first) AS ({take}), "  # noqa: S608 (the tables' names, no input)
+            f"entered AS (INSERT INTO {_ENTRIES.name} ({', '.join(entry_names)}) "
+            f"SELECT {picked} FROM taken, {self._unnest('e', self.entry_columns)} "
+            f"AS asked({', '.join(entry_names)}) "
+            "ON CONFLICT (queue_id, number) DO NOTHING RETURNING id) "
+            f"INSERT INTO {_CHANGES.name} ({', '.join(change_names)}) "
+            f"SELECT {', '.join(f'change.{name}' for name in change_names)} "
+            f"FROM entered JOIN {self._unnest('c', self.change_columns)} "
+            f"AS change({', '.join(change_names)}) ON change.entry_id = entered.id "
+            "RETURNING entry_id"
+        )
+
+    def _unnest(self, prefix: str, columns: Sequence[Column[Any]]) -> str:
+        """`unnest` of one array parameter per column, each cast to its column's type without
+        its length: an explicit cast to VARCHAR(36) would cut a longer value short, where the
+        INSERT's own assignment refuses it.
+        """
+        arrays = ", ".join(
+            f"%({prefix}{index})s::{_LENGTH.sub('', column.type.compile(dialect=self._dialect))}[]"
+            for index, column in enumerate(columns)
+        )
+        return f"unnest({arrays})"
+
+    def postgresql_parameters(
+        self, queue_id: str, modes: QueueModes, entries: Sequence[QueueEntry]
+    ) -> dict[str, Any]:
+        """The one statement's parameters; `entries` in position order, each `position`
+        counted from 1 within them, and their history lines (`changes`) in the same order.
+        """
+        parameters = self._queue_parameters(queue_id, modes, len(entries))
+        for index, column in enumerate(_transposed(self._entry_rows(entries))):
+            parameters[f"e{index}"] = column
+        return parameters
+
+    def change_parameters(self, changes: Sequence[StateChange]) -> dict[str, Any]:
+        return {
+            f"c{index}": column
+            for index, column in enumerate(_transposed(self._change_rows(changes)))
+        }
+
+    def take_parameters(self, queue_id: str, modes: QueueModes, count: int) -> tuple[Any, ...]:
+        found = self._queue_parameters(queue_id, modes, count)
+        return (
+            found["count"],
+            found["queue_id"],
+            found["draining"],
+            found["mode"],
+            found["pending_mode"],
+            found["count"],
+        )
+
+    def insert_entries(self, count: int) -> str:
+        """SQLite: `count` entries, a PR entered meanwhile left out; their ids returned."""
+        if count not in self._inserts:
+            marks = f"({', '.join(['?'] * len(self.entry_columns))})"
+            self._inserts[count] = (
+                f"INSERT INTO {_ENTRIES.name} "  # noqa: S608 (the table's names, no input)
+                f"({', '.join(column.name for column in self.entry_columns)}) "
+                f"VALUES {', '.join([marks] * count)} "
+                "ON CONFLICT (queue_id, number) DO NOTHING RETURNING id"
+            )
+        return self._inserts[count]
+
+    @property
+    def insert_changes(self) -> str:
+        """SQLite: one history line (executemany)."""
+        names = ", ".join(column.name for column in self.change_columns)
+        marks = ", ".join(["?"] * len(self.change_columns))
+        return f"INSERT INTO {_CHANGES.name} ({names}) VALUES ({marks})"  # noqa: S608
+
+    def entry_rows(self, entries: Sequence[QueueEntry], first: int) -> list[list[Any]]:
+        """SQLite: the rows of `entries`, their positions after `first`."""
+        rows = self._entry_rows(entries)
+        at = self.entry_columns.index(_ENTRIES.c.position)
+        for row, entry in zip(rows, entries, strict=True):
+            row[at] = self._entry_bind[at](first + entry.position)
+        return rows
+
+    def change_rows(self, changes: Sequence[StateChange]) -> list[list[Any]]:
+        return self._change_rows(changes)
+
+    def _entry_rows(self, entries: Sequence[QueueEntry]) -> list[list[Any]]:
+        return [
+            _row(self.entry_columns, self._entry_bind, {"id": entry.id, **entry_values(entry)})
+            for entry in entries
+        ]
+
+    def _change_rows(self, changes: Sequence[StateChange]) -> list[list[Any]]:
+        return [
+            _row(self.change_columns, self._change_bind, state_change_values(change))
+            for change in changes
+        ]
+
+    def _queue_parameters(self, queue_id: str, modes: QueueModes, count: int) -> dict[str, Any]:
+        return {
+            "count": count,
+            "queue_id": queue_id,
+            "draining": QueueState.DRAINING.value,
+            "mode": modes.mode.value,
+            "pending_mode": None if modes.pending_mode is None else modes.pending_mode.value,
+        }
+
+
+def _row(
+    columns: Sequence[Column[Any]], bind: Sequence[Callable[[Any], Any]], values: dict[str, Any]
+) -> list[Any]:
+    """A row's values in the order of `columns`, made ready for the driver."""
+    return [convert(values[column.key]) for column, convert in zip(columns, bind, strict=True)]
+
+
+def _bind(column: Column[Any], dialect: Dialect) -> Callable[[Any], Any]:
+    processor = column.type.bind_processor(dialect)
+    return (lambda value: value) if processor is None else processor
+
+
+def _transposed(rows: list[list[Any]]) -> list[list[Any]]:
+    return [list(column) for column in zip(*rows, strict=True)]
