@@ -79,8 +79,15 @@ class QueueEngine:
             entry.id: entry.head_sha if entry.is_read else read_heads.get(entry.number, UNREAD_HEAD)
             for entry in entries
         }
+        # An unread head has no uploads (no upload names the empty sha): not asked, which
+        # under a flood of first submits is most of the queue.
         uploads = uow.impacted_targets.find_for_heads(
-            queue.id, [(entry.number, heads[entry.id]) for entry in entries]
+            queue.id,
+            [
+                (entry.number, heads[entry.id])
+                for entry in entries
+                if heads[entry.id] != UNREAD_HEAD
+            ],
         )
         targets: dict[PullRequestId, tuple[str, ...] | None] = {
             entry.id: uploads[(entry.number, heads[entry.id])].targets
