@@ -72,3 +72,55 @@ def test_push_while_landing_lands_the_tested_head(
     assert scenario.final() == {1: ("merged", "merged_by_queue")}
     assert scenario.main_log() == ["Add 1 (#1)", "initial commit"]
     assert scenario.main_files() == {"README.md", "f1.txt"}
+
+
+def before_landing(
+    scenario: Scenario, monkeypatch: pytest.MonkeyPatch, action: Callable[[], object]
+) -> None:
+    """Run `action` after the pass read the PRs and just before the worker, about to land
+    one, reads it again from the server.
+    """
+    host = scenario.container.worker._host
+    heads = host.pull_request_heads
+    done: list[bool] = []
+
+    def heads_after_action(repo: Any, numbers: Any, *, fresh: bool = False) -> Any:
+        if fresh and not done:
+            done.append(True)
+            action()
+        return heads(repo, numbers, fresh=fresh)
+
+    monkeypatch.setattr(host, "pull_request_heads", heads_after_action)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda scenario: scenario.close_pr(1), "pr_closed"),
+        (lambda scenario: scenario.push_to_pr(1, {"late.txt": "x\n"}, "Late"), "pushed_to"),
+    ],
+    ids=["closed", "pushed_to"],
+)
+def test_a_pr_changed_after_it_passed_is_not_landed(
+    scenario: Scenario,
+    monkeypatch: pytest.MonkeyPatch,
+    change: Callable[[Scenario], object],
+    reason: str,
+) -> None:
+    """PR 1 passed, and is closed (or pushed to) after the pass read it, before it lands: it
+    leaves the queue as the next read would have had it leave, nothing of it is on main, and
+    PR 2, tested on top of it, is tested again without it and merges.
+    """
+    scenario.create_queue()
+    for number in (1, 2):
+        scenario.pr(number, {f"f{number}.txt": f"{number}\n"}, title=f"Add {number}")
+        scenario.submit(number)
+    scenario.work()
+    scenario.answer_ci()
+    before_landing(scenario, monkeypatch, lambda: change(scenario))
+
+    scenario.settle()
+
+    assert scenario.final() == {1: ("cancelled", reason), 2: ("merged", "merged_by_queue")}
+    assert scenario.main_log() == ["Add 2 (#2)", "initial commit"]
+    assert scenario.main_files() == {"README.md", "f2.txt"}

@@ -27,9 +27,11 @@ class Counting(LocalGitHost):
         self.calls["pull_request"] += 1
         return super().pull_request(repo, number)
 
-    def pull_request_heads(self, repo: Repository, numbers: Sequence[int]) -> dict[int, str | None]:
+    def pull_request_heads(
+        self, repo: Repository, numbers: Sequence[int], *, fresh: bool = False
+    ) -> dict[int, str | None]:
         self.calls["pull_request_heads"] += 1
-        return super().pull_request_heads(repo, numbers)
+        return super().pull_request_heads(repo, numbers, fresh=fresh)
 
     def mergeability(self, repo: Repository, *, head_sha: str, target_branch: str) -> Mergeability:
         self.calls["mergeability"] += 1

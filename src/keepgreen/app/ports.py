@@ -120,10 +120,11 @@ class CodeHost(Protocol):
         ...
 
     def pull_request_heads(
-        self, repo: Repository, numbers: Sequence[int]
+        self, repo: Repository, numbers: Sequence[int], *, fresh: bool = False
     ) -> Mapping[int, str | None]:
         """Each PR's head commit, as `pull_request` would give it (None where it gives None),
-        asked at once: what the worker reads of every queued PR at every pass.
+        asked at once: what the worker reads of every queued PR at every pass. `fresh`: as the
+        server has them now, not as a copy fetched a moment ago has them (before a landing).
         """
         ...
 

@@ -50,6 +50,8 @@ from keepgreen.core.git_urls import redact_url
 from keepgreen.core.ids import QueueId
 from keepgreen.core.model import Queue, QueueEntry, Repository
 from keepgreen.core.scheduler import (
+    LAND_PR_CLOSED,
+    LAND_PUSHED_TO,
     BuildTestCommit,
     CancelCi,
     CiLost,
@@ -596,6 +598,21 @@ class Worker:
             uow.commit()
         return True
 
+    def _left_since_tested(self, repository: Repository, effect: Land) -> str | None:
+        """Whether the PR about to land was closed (`pr_closed`) or pushed to (`pushed_to`)
+        since a pass last read it, as the server has it now: a pass reads the PRs' refs as
+        fetched up to an interval before, and a landing must not merge a PR that is no
+        longer there, or an older head of it. None when it is as it was read.
+        """
+        head = self._host.pull_request_heads(repository, [effect.number], fresh=True).get(
+            effect.number
+        )
+        if head is None:
+            return LAND_PR_CLOSED
+        with self._uow(read_only=True) as uow:
+            entry = uow.entries.get(effect.entry_id)
+        return LAND_PUSHED_TO if entry.is_read and head != entry.head_sha else None
+
     def _carry_out_outbox(self, queue_id: QueueId, repository: Repository) -> None:
         attempted: set[int] = set()
         for _ in range(_MAX_EFFECTS_PER_PASS):
@@ -697,6 +714,15 @@ class Worker:
                 assert_never(effect)
 
     def _land(self, queue_id: QueueId, repository: Repository, effect: Land) -> Event:
+        left = self._left_since_tested(repository, effect)
+        if left is not None:
+            log.warning(
+                "landing refused",
+                queue=queue_name(repository, effect.target_branch),
+                pr=effect.number,
+                problem=left,
+            )
+            return LandRefused(effect.number, left, None)
         link = effect.link
         if not link.tree:
             link = replace(link, tree=self._host.tree_of(repository, link.commit))

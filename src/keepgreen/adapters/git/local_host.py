@@ -143,7 +143,13 @@ class LocalGitHost:
             number=number, head_sha=sha, title=title, author=author, head_branch=branch
         )
 
-    def pull_request_heads(self, repo: Repository, numbers: Sequence[int]) -> dict[int, str | None]:
+    def pull_request_heads(
+        self,
+        repo: Repository,
+        numbers: Sequence[int],
+        *,
+        fresh: bool = False,  # noqa: ARG002 (the repository itself is read: always fresh)
+    ) -> dict[int, str | None]:
         """Each PR's head commit (None: its ref is missing), read by one git process."""
         refs = {number: repo.pull_request_ref(number) for number in numbers}
         heads = self._open(repo).resolve_many(list(refs.values()))

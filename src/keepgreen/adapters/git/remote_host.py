@@ -157,9 +157,13 @@ class RemoteGitHost:
         self._ensure(repo, [repo.pull_request_ref(number)])
         return self._reads.pull_request(repo, number)
 
-    def pull_request_heads(self, repo: Repository, numbers: Sequence[int]) -> dict[int, str | None]:
-        """Each PR's head as the server has it (None: its ref is gone)."""
-        self._ensure(repo, [repo.pull_request_ref(number) for number in numbers])
+    def pull_request_heads(
+        self, repo: Repository, numbers: Sequence[int], *, fresh: bool = False
+    ) -> dict[int, str | None]:
+        """Each PR's head as the server has it (None: its ref is gone); `fresh`: fetched now,
+        not as of the last fetch.
+        """
+        self._ensure(repo, [repo.pull_request_ref(number) for number in numbers], force=fresh)
         return self._reads.pull_request_heads(repo, numbers)
 
     def mergeability(self, repo: Repository, *, head_sha: str, target_branch: str) -> Mergeability:
@@ -576,9 +580,9 @@ class CodeHosts:
         return self._for(repo).pull_request(repo, number)
 
     def pull_request_heads(
-        self, repo: Repository, numbers: Sequence[int]
+        self, repo: Repository, numbers: Sequence[int], *, fresh: bool = False
     ) -> Mapping[int, str | None]:
-        return self._for(repo).pull_request_heads(repo, numbers)
+        return self._for(repo).pull_request_heads(repo, numbers, fresh=fresh)
 
     def mergeability(self, repo: Repository, *, head_sha: str, target_branch: str) -> Mergeability:
         return self._for(repo).mergeability(repo, head_sha=head_sha, target_branch=target_branch)

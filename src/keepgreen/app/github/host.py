@@ -147,10 +147,19 @@ class GithubHost:
             head_branch=pull.head_ref,
         )
 
-    def pull_request_heads(self, repo: Repository, numbers: Sequence[int]) -> dict[int, str | None]:
-        """Each PR's head, as `pull_request` has it (None: closed or gone)."""
+    def pull_request_heads(
+        self, repo: Repository, numbers: Sequence[int], *, fresh: bool = False
+    ) -> dict[int, str | None]:
+        """Each PR's head, as `pull_request` has it (None: closed or gone); `fresh`: the API
+        asked and the PR refs fetched now.
+        """
+        if fresh:
+            self._token(repo)
+            self._git.pull_request_heads(repo, numbers, fresh=True)
         heads: dict[int, str | None] = {}
         for number in numbers:
+            if fresh:
+                self.forget(repo, number)
             info = self.pull_request(repo, number)
             heads[number] = None if info is None else info.head_sha
         return heads

@@ -11,6 +11,8 @@ from keepgreen.core.scheduler.effects import (
     StartCi,
 )
 from keepgreen.core.scheduler.events import (
+    LAND_PR_CLOSED,
+    LAND_PUSHED_TO,
     CiLost,
     EntrySubmitted,
     Event,
@@ -34,6 +36,8 @@ from keepgreen.core.scheduler.events import (
 from keepgreen.core.scheduler.state import Decision, EngineState, Policy
 
 __all__ = [
+    "LAND_PR_CLOSED",
+    "LAND_PUSHED_TO",
     "BuildTestCommit",
     "CancelCi",
     "CiLost",

@@ -151,11 +151,18 @@ class Landed:
     new_tip: str
 
 
+# Landings the worker did not try: the PR was closed, or pushed to, since a pass read it.
+LAND_PR_CLOSED = "pr_closed"
+LAND_PUSHED_TO = "pushed_to"
+
+
 @dataclass(frozen=True, slots=True)
 class LandRefused:
     """Landing PR `number` was refused: `target_moved` (the branch is at `tip`, not where the
-    queue expected), `conflict` (the tested change does not apply to the branch) or
-    `tree_mismatch` (the branch's tree is not the one the run was built on).
+    queue expected), `conflict` (the tested change does not apply to the branch),
+    `tree_mismatch` (the branch's tree is not the one the run was built on), or not tried:
+    `pr_closed` or `pushed_to` (the PR changed since it was read; it leaves the queue as it
+    would have at the next read).
     """
 
     number: int

@@ -18,7 +18,11 @@ from keepgreen.core.model import ChainLink, QueueEntry
 from keepgreen.core.scheduler.effects import (
     Land,
 )
+from keepgreen.core.scheduler.events import LAND_PR_CLOSED, LAND_PUSHED_TO
 from keepgreen.core.scheduler.working import Working
+
+# Landings the worker did not try (`LandRefused`), and how the PR leaves the queue.
+_NOT_TRIED = {LAND_PR_CLOSED: StateReason.PR_CLOSED, LAND_PUSHED_TO: StateReason.PUSHED_TO}
 
 
 class Landing(Working):
@@ -140,6 +144,9 @@ class Landing(Working):
             self.target_moved(tip)
         entry = self.entry_by_number(number)
         if entry is None or problem == "target_moved":
+            return
+        if problem in _NOT_TRIED:
+            self.move(entry, PrState.CANCELLED, _NOT_TRIED[problem])
             return
         if problem == "conflict":
             self.move(entry, PrState.FAILED, StateReason.MERGE_REFUSED)
