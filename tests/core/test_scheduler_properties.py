@@ -171,6 +171,7 @@ class MergeQueueMachine(RuleBasedStateMachine):
         self.violations: list[str] = []
         self.race: str | None = None
         self.lost = False  # CI lost a test commit: a good PR may fail as never started
+        self.losses = 0  # test commits CI lost: each run waits out its testing timeout
 
     # -- setup --------------------------------------------------------------------------------
 
@@ -289,6 +290,7 @@ class MergeQueueMachine(RuleBasedStateMachine):
         """CI never hears of the next test commit built (a lost webhook)."""
         self.world.lost_builds += 1
         self.lost = True
+        self.losses += 1
 
     @rule()
     def push_to_target(self) -> None:
@@ -410,7 +412,10 @@ class MergeQueueMachine(RuleBasedStateMachine):
         """Resume the queue and let CI answer: every PR ends merged, failed or cancelled."""
         if self.world.state.queue.state in (QueueState.PAUSED, QueueState.DRAINING):
             self.set_state(QueueState.RUNNING)
-        self.world.settle(limit_steps=3000)
+        # Steps of a minute: time besides for each lost test commit's run to time out (ten
+        # of them at a 300-minute timeout are 50 hours, all of 3,000 steps).
+        timeout = self.world.state.queue.config.testing_timeout_minutes
+        self.world.settle(limit_steps=3000 + self.losses * (timeout + 1))
         self.nothing_went_wrong_while_landing()
         self.only_tested_trees_land()
         self.prs_land_once_and_only_from_the_queue()
