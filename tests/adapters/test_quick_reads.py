@@ -324,3 +324,43 @@ def test_many_prs_are_read_by_their_key_whatever_the_statistics_say(
         )
     assert "uq_queue_entries_queue_id_number" in plan
     assert "Rows Removed" not in plan
+
+
+def test_the_decision_counter_moves_for_all_but_prs_entering_unread(
+    reads: SqlQuickReads, queue: Api, container: Container, token: str
+) -> None:
+    """PRs entering unread (their entries, `submitted` lines and positions) move the queue's
+    version, which the polled answers are kept under, and leave its decision counter; what
+    the scheduler decides on moves both.
+    """
+    queue_id, modes, entries, changes = first_entries(reads, container, token, 1, 2)
+    org = container.admin.authenticate(token)
+    assert org is not None
+
+    def counters() -> tuple[int, int | None]:
+        found = reads.queue_version(org, REPO, "main")
+        assert found is not None
+        with container.unit_of_work(read_only=True) as uow:
+            return found.version, uow.queues.decision_version(queue_id)
+
+    version, decision = counters()
+    unread = [replace(entry, head_sha="") for entry in entries]
+    assert asyncio.run(reads.enter_first(queue_id, modes, unread, changes))
+    with container.unit_of_work() as uow:
+        uow.queues.next_position(queue_id)
+        uow.commit()
+    moved, same = counters()
+    assert (moved > version, same) == (True, decision)
+    with container.unit_of_work() as uow:
+        entry = uow.entries.get(unread[0].id)
+        uow.entries.save(replace(entry, state=PrState.PENDING, head_sha="a" * 40))
+        uow.commit()
+    after_entry = counters()[1]
+    assert after_entry is not None
+    assert after_entry > (decision or 0)
+    update_queue(queue, concurrency=3)
+    after_queue = counters()[1]
+    assert after_queue is not None
+    assert after_queue > after_entry
+    with container.unit_of_work(read_only=True) as uow:
+        assert uow.queues.decision_version(QueueId("no-such-queue")) is None

@@ -50,6 +50,15 @@ class Loaded:
     policy: Policy
 
 
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A decision made, not yet written (`QueueEngine.plan`, `QueueEngine.write`)."""
+
+    loaded: Loaded
+    event: Event
+    decision: Decision
+
+
 class QueueEngine:
     """Runs `decide` against the database for one queue at a time."""
 
@@ -124,10 +133,21 @@ class QueueEngine:
 
     def advance(self, uow: UnitOfWork, queue: Queue, event: Event) -> Decision:
         """Decide `event` for `queue` and write the result into the caller's transaction."""
+        return self.write(uow, self.plan(uow, queue, event))
+
+    def plan(self, uow: UnitOfWork, queue: Queue, event: Event) -> Planned:
+        """Decide `event` for `queue` as `uow` reads it, writing nothing (see `write`)."""
         now = self._clock()
         read = [one.info for one in event.reads] if isinstance(event, PrsRead) else []
         loaded = self.load(uow, queue, now=now, read=read)
-        decision = decide(loaded.state, event, now=now, policy=loaded.policy)
+        return Planned(loaded, event, decide(loaded.state, event, now=now, policy=loaded.policy))
+
+    def write(self, uow: UnitOfWork, planned: Planned) -> Decision:
+        """Write a decision into the caller's transaction, which holds the queue: one planned
+        in it, or in a transaction before it when nothing it was decided on has changed since
+        (the queue's `decision_version`).
+        """
+        loaded, event, decision = planned.loaded, planned.event, planned.decision
         self._persist(uow, loaded.state, decision)
         uow.on_commit(lambda: log_decision(loaded.repository, loaded.state, event, decision))
         return decision

@@ -181,6 +181,12 @@ class Telemetry:
             buckets=_PASS_BUCKETS,
             registry=registry,
         )
+        self._decided_again = Counter(
+            "keepgreen_decisions_made_again",
+            "Decisions the worker made again holding the queue, because what it had decided on"
+            " changed while it decided",
+            registry=registry,
+        )
         self._leases = Counter(
             "keepgreen_lease_changes",
             "Queue leases this process acquired, lost to another worker, or released",
@@ -378,6 +384,9 @@ class Telemetry:
     def worker_pass(self, seconds: float, *, ok: bool) -> None:
         self._passes.labels("ok" if ok else "error").inc()
         self._pass_duration.observe(seconds)
+
+    def decided_again(self) -> None:
+        self._decided_again.inc()
 
     def lease(self, change: LeaseChange, count: int = 1) -> None:
         if count:

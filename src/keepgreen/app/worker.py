@@ -571,15 +571,25 @@ class Worker:
         return mergeability, up_to_date
 
     def _feed(self, queue_id: QueueId, event: Event, *, done: int | None = None) -> bool:
-        """Decide one event in its own transaction; `done` names the answered outbox row.
+        """Decide one event and write the decision in its own transaction; `done` names the
+        answered outbox row.
 
-        False, writing nothing, when this worker no longer holds the queue's lease: the
+        The queue is loaded and decided in a read transaction first, which holds nothing: the
+        transaction that writes holds the queue only to write, when nothing the decision was
+        made on has changed since (the queue's `decision_version`; PRs entering unread, a
+        flood of merge buttons, leave it where it is). Otherwise it decides again, holding the
+        queue. False, writing nothing, when this worker no longer holds the queue's lease: the
         lease row is locked and checked in the very transaction that writes (fencing).
         """
+        with self._uow(read_only=True) as uow:
+            seen = uow.queues.decision_version(queue_id)
+            queue = uow.queues.get(queue_id)
+            planned = None if queue is None else self._engine.plan(uow, queue, event)
         with self._uow() as uow:
             queue = uow.queues.get(queue_id, lock=True)
             if queue is None:
                 return True
+            unchanged = planned is not None and uow.queues.decision_version(queue_id) == seen
             if not uow.leases.holds(queue_id, self._settings.holder):
                 with self._held_lock:
                     held_before = queue_id in self._held
@@ -594,7 +604,11 @@ class Worker:
                 return False
             if done is not None and not uow.effects.delete(done):
                 return True  # another worker answered it already
-            self._engine.advance(uow, queue, event)
+            if planned is not None and unchanged:
+                self._engine.write(uow, planned)
+            else:
+                self._telemetry.decided_again()
+                self._engine.advance(uow, queue, event)
             uow.commit()
         return True
 

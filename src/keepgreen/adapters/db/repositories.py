@@ -161,6 +161,7 @@ _TAKE_POSITION = (
     .values(position_seq=_QUEUES.c.position_seq + 1)
     .returning(_QUEUES.c.position_seq)
 )
+_DECISION_VERSION = select(_QUEUES.c.decision_version).where(_QUEUES.c.id == bindparam("queue_id"))
 _ENTRIES = Base.metadata.tables[QueueEntryRow.__tablename__]
 _INSERT_ENTRIES = insert(_ENTRIES)
 _INSERT_STATE_CHANGES = insert(Base.metadata.tables[StateChangeRow.__tablename__])
@@ -420,6 +421,10 @@ class SqlQueues:
             .order_by(QueueRow.repository_id, QueueRow.branch)
         )
         return [queue_from_row(row) for row in rows]
+
+    def decision_version(self, queue_id: QueueId) -> int | None:
+        found = self._session.scalar(_DECISION_VERSION, {"queue_id": queue_id})
+        return None if found is None else int(found)
 
     def next_position(self, queue_id: QueueId) -> int:
         # One UPDATE ... RETURNING: atomic on PostgreSQL and on SQLite >= 3.35.

@@ -172,6 +172,9 @@ class QueueRow(Base):
     # Moved on by triggers (migration 0019) at every write to what the queue's answers show;
     # never written by keepgreen's code.
     version: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    # Moved on by the same triggers (0027) but for a PR entering unread: what the worker's
+    # decisions are made on. Never written by keepgreen's code.
+    decision_version: Mapped[int] = mapped_column(BigInteger, server_default="0")
 
 
 class QueueLeaseRow(Base):
