@@ -25,6 +25,7 @@ from sqlalchemy.engine import Dialect
 from keepgreen.adapters.db.mapping import entry_values, state_change_values
 from keepgreen.adapters.db.tables import Base, QueueEntryRow, StateChangeRow
 from keepgreen.core.enums import QueueState
+from keepgreen.core.ids import QueueId
 from keepgreen.core.model import QueueEntry, QueueModes, StateChange
 
 _ENTRIES: Table = Base.metadata.tables[QueueEntryRow.__tablename__]
@@ -34,6 +35,7 @@ SQLITE_ROWS = 100
 
 _LENGTH = re.compile(r"\(\d+\)")
 # The queue as it was read, and its positions taken: `count` positions after the last.
+_TAKEN = ("count", "queue_id", "draining", "mode", "pending_mode")  # its PostgreSQL marks
 _TAKE = (
     "UPDATE queues SET position_seq = position_seq + {count} "
     "WHERE id = {queue_id} AND state <> {draining} AND mode = {mode} "
@@ -60,6 +62,10 @@ class FirstEntryStatements:
                 count="?", queue_id="?", draining="?", mode="?", same="IS", pending_mode="?"
             )
             self._inserts: dict[int, str] = {}
+            names = ", ".join(column.name for column in self.change_columns)
+            marks = ", ".join(["?"] * len(self.change_columns))
+            # One history line (executemany).
+            self.insert_changes = f"INSERT INTO {_CHANGES.name} ({names}) VALUES ({marks})"  # noqa: S608
 
     def _one_statement(self) -> str:
         entry_names = [column.name for column in self.entry_columns]
@@ -101,32 +107,28 @@ class FirstEntryStatements:
         return f"unnest({arrays})"
 
     def postgresql_parameters(
-        self, queue_id: str, modes: QueueModes, entries: Sequence[QueueEntry]
+        self,
+        queue_id: QueueId,
+        modes: QueueModes,
+        entries: Sequence[QueueEntry],
+        changes: Sequence[StateChange],
     ) -> dict[str, Any]:
-        """The one statement's parameters; `entries` in position order, each `position`
-        counted from 1 within them, and their history lines (`changes`) in the same order.
+        """The one statement's parameters: `entries` in position order, each `position`
+        counted from 1 among them, and their history lines.
         """
-        parameters = self._queue_parameters(queue_id, modes, len(entries))
-        for index, column in enumerate(_transposed(self._entry_rows(entries))):
+        parameters: dict[str, Any] = dict(
+            zip(_TAKEN, self.take_parameters(queue_id, modes, len(entries)), strict=False)
+        )
+        for index, column in enumerate(_transposed(self.entry_rows(entries, 0))):
             parameters[f"e{index}"] = column
+        for index, column in enumerate(_transposed(self.change_rows(changes))):
+            parameters[f"c{index}"] = column
         return parameters
 
-    def change_parameters(self, changes: Sequence[StateChange]) -> dict[str, Any]:
-        return {
-            f"c{index}": column
-            for index, column in enumerate(_transposed(self._change_rows(changes)))
-        }
-
-    def take_parameters(self, queue_id: str, modes: QueueModes, count: int) -> tuple[Any, ...]:
-        found = self._queue_parameters(queue_id, modes, count)
-        return (
-            found["count"],
-            found["queue_id"],
-            found["draining"],
-            found["mode"],
-            found["pending_mode"],
-            found["count"],
-        )
+    def take_parameters(self, queue_id: QueueId, modes: QueueModes, count: int) -> tuple[Any, ...]:
+        """The parameters of `_TAKE`, in the order of its marks."""
+        pending = None if modes.pending_mode is None else modes.pending_mode.value
+        return (count, queue_id, QueueState.DRAINING.value, modes.mode.value, pending, count)
 
     def insert_entries(self, count: int) -> str:
         """SQLite: `count` entries, a PR entered meanwhile left out; their ids returned."""
@@ -140,44 +142,24 @@ class FirstEntryStatements:
             )
         return self._inserts[count]
 
-    @property
-    def insert_changes(self) -> str:
-        """SQLite: one history line (executemany)."""
-        names = ", ".join(column.name for column in self.change_columns)
-        marks = ", ".join(["?"] * len(self.change_columns))
-        return f"INSERT INTO {_CHANGES.name} ({names}) VALUES ({marks})"  # noqa: S608
-
     def entry_rows(self, entries: Sequence[QueueEntry], first: int) -> list[list[Any]]:
-        """SQLite: the rows of `entries`, their positions after `first`."""
-        rows = self._entry_rows(entries)
-        at = self.entry_columns.index(_ENTRIES.c.position)
-        for row, entry in zip(rows, entries, strict=True):
-            row[at] = self._entry_bind[at](first + entry.position)
-        return rows
-
-    def change_rows(self, changes: Sequence[StateChange]) -> list[list[Any]]:
-        return self._change_rows(changes)
-
-    def _entry_rows(self, entries: Sequence[QueueEntry]) -> list[list[Any]]:
+        """The rows of `entries`, their positions after `first` (PostgreSQL: 0, the
+        statement adds the first it takes).
+        """
         return [
-            _row(self.entry_columns, self._entry_bind, {"id": entry.id, **entry_values(entry)})
+            _row(
+                self.entry_columns,
+                self._entry_bind,
+                {"id": entry.id, **entry_values(entry), "position": first + entry.position},
+            )
             for entry in entries
         ]
 
-    def _change_rows(self, changes: Sequence[StateChange]) -> list[list[Any]]:
+    def change_rows(self, changes: Sequence[StateChange]) -> list[list[Any]]:
         return [
             _row(self.change_columns, self._change_bind, state_change_values(change))
             for change in changes
         ]
-
-    def _queue_parameters(self, queue_id: str, modes: QueueModes, count: int) -> dict[str, Any]:
-        return {
-            "count": count,
-            "queue_id": queue_id,
-            "draining": QueueState.DRAINING.value,
-            "mode": modes.mode.value,
-            "pending_mode": None if modes.pending_mode is None else modes.pending_mode.value,
-        }
 
 
 def _row(

@@ -262,8 +262,7 @@ class SqlQuickReads:
                 self._enter_first_here, queue_id, modes, entries, changes
             )
         statements = self._first_entries
-        parameters = statements.postgresql_parameters(queue_id, modes, entries)
-        parameters.update(statements.change_parameters(changes))
+        parameters = statements.postgresql_parameters(queue_id, modes, entries, changes)
         rows = await self._all_awaited(statements.postgresql, parameters, write=True)
         return {PullRequestId(row[0]) for row in rows}
 
