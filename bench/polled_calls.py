@@ -69,7 +69,10 @@ wrk.body = os.getenv("BENCH_BODY")
 # First submits: thread k of wrk submits PRs FIRST_PR + offset + k * PER_THREAD + 1, + 2, ...
 FIRST_PR = 1000
 PER_THREAD = 20_000
-FIRST_REFS_PER_THREAD = 3_000  # more than a thread sends in a row
+FIRST_REFS_PER_THREAD = 5_000  # more than a thread sends in two rows
+# Where --worker-apart's flood starts in each thread's numbers: past what the first flood
+# reached, with refs for the worker to read.
+APART_OFFSET = 2_000
 FIRST_SUBMIT_SCRIPT = (
     """
 wrk.method = "POST"
@@ -276,11 +279,47 @@ def run(args: argparse.Namespace) -> list[tuple[str, str, Load, Load]]:
                              args=args, first_submits=True)  # fmt: skip
                 rows.append((backend, "first submit, the API alone", ours, theirs))
                 print_row(*rows[-1])
+            if args.worker_apart:
+                if not args.api_alone:
+                    served.stop()
+                    served = Served(env=env, cwd=cwd, log=cwd / "api.log", queue_worker=False)
+                    served.wait_until_answering(token)
+                rows.append(apart(args, served, env, cwd, token, template, theirs, backend))
+                print_row(*rows[-1])
         finally:
             served.stop()
             if bare is not None:
                 bare.stop()
     return rows
+
+
+def apart(
+    args: argparse.Namespace,
+    served: Served,
+    env: dict[str, str],
+    cwd: Path,
+    token: str,
+    template: str,
+    theirs: Load,
+    backend: str,
+) -> tuple[str, str, Load, Load]:
+    """The first-submit flood against `served` (`serve --no-worker`) with `keepgreen worker`
+    beside it, in a process of its own, reading and admitting the PRs (a production layout).
+    """
+    with (cwd / "worker.log").open("w") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "keepgreen", "worker"],
+            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+        )  # fmt: skip
+    try:
+        time.sleep(2)  # the worker takes the queue's lease
+        args.first_pr_offset = APART_OFFSET
+        ours = drive(f"{served.url}/submitPullRequest", token=token, body=template,
+                     args=args, first_submits=True)  # fmt: skip
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+    return backend, "first submit, the worker in a process of its own", ours, theirs
 
 
 def print_row(backend: str, call: str, ours: Load, theirs: Load) -> None:
@@ -310,6 +349,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--first-only", action="store_true", help="only the first-submit rows (no polled calls)"
+    )
+    parser.add_argument(
+        "--worker-apart",
+        action="store_true",
+        help="add the first-submit row with `keepgreen worker` in a process of its own",
     )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
