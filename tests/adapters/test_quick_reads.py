@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -32,6 +33,14 @@ from tests.conftest import PG_URL
 from tests.support.builders import make_change, make_entry
 from tests.support.gitrepo import GitRepo
 from tests.support.wire import REPO, Api, update_queue
+
+
+def on_postgresql(test: Callable[..., None]) -> Callable[..., None]:
+    """A test of what PostgreSQL alone does (its connections, planner, column lengths)."""
+    needs = pytest.mark.skipif(
+        PG_URL is None, reason="needs KEEPGREEN_TEST_DATABASE_URL (PostgreSQL)"
+    )
+    return needs(pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)(test))
 
 
 def version(reads: SqlQuickReads, token: str, ref: RepoRef, branch: str) -> Any:
@@ -129,8 +138,7 @@ def test_threads_past_the_held_ones_read_from_the_pool(
     assert version(reads, token, REPO, "main") is not None
 
 
-@pytest.mark.skipif(PG_URL is None, reason="needs KEEPGREEN_TEST_DATABASE_URL (PostgreSQL)")
-@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+@on_postgresql
 def test_connections_the_server_dropped_are_let_go(
     reads: SqlQuickReads, queue: Api, container: Container, token: str
 ) -> None:
@@ -243,8 +251,7 @@ def test_first_entries_are_not_written_to_a_queue_no_longer_as_read(
     assert stored(container, queue_id) == {}
 
 
-@pytest.mark.skipif(PG_URL is None, reason="needs KEEPGREEN_TEST_DATABASE_URL (PostgreSQL)")
-@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+@on_postgresql
 def test_a_first_entries_write_is_not_sent_again_on_a_dropped_connection(
     reads: SqlQuickReads, queue: Api, container: Container, token: str
 ) -> None:
@@ -271,8 +278,7 @@ def test_a_first_entries_write_is_not_sent_again_on_a_dropped_connection(
     assert sorted(stored(container, queue_id)) == [1, 3]
 
 
-@pytest.mark.skipif(PG_URL is None, reason="needs KEEPGREEN_TEST_DATABASE_URL (PostgreSQL)")
-@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+@on_postgresql
 def test_a_first_entries_value_too_long_for_its_column_is_refused_not_cut(
     reads: SqlQuickReads, queue: Api, container: Container, token: str
 ) -> None:
@@ -290,8 +296,7 @@ def test_a_first_entries_value_too_long_for_its_column_is_refused_not_cut(
     assert stored(container, queue_id) == {}
 
 
-@pytest.mark.skipif(PG_URL is None, reason="needs KEEPGREEN_TEST_DATABASE_URL (PostgreSQL)")
-@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+@on_postgresql
 def test_many_prs_are_read_by_their_key_whatever_the_statistics_say(
     reads: SqlQuickReads, queue: Api, container: Container, token: str
 ) -> None:

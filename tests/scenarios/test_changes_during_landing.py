@@ -10,22 +10,35 @@ import pytest
 from tests.support.scenario import Scenario
 
 
+def once_before(
+    scenario: Scenario,
+    monkeypatch: pytest.MonkeyPatch,
+    method: str,
+    action: Callable[[], object],
+    *,
+    when: Callable[..., bool] = lambda *_args, **_kwargs: True,
+) -> None:
+    """Run `action` (an API call, a push) once, just before the worker's first call of its
+    code host's `method` that `when` accepts.
+    """
+    host = scenario.container.worker._host
+    called = getattr(host, method)
+    done: list[bool] = []
+
+    def after_action(*args: Any, **kwargs: Any) -> Any:
+        if not done and when(*args, **kwargs):
+            done.append(True)
+            action()
+        return called(*args, **kwargs)
+
+    monkeypatch.setattr(host, method, after_action)
+
+
 def during_landing(
     scenario: Scenario, monkeypatch: pytest.MonkeyPatch, action: Callable[[], object]
 ) -> None:
-    """Run `action` (an API call, a push) just before the worker carries out a landing."""
-    worker = scenario.container.worker
-    host = worker._host
-    land = host.land
-    done: list[bool] = []
-
-    def land_after_action(repo: Any, landing: Any) -> Any:
-        if not done:
-            done.append(True)
-            action()
-        return land(repo, landing)
-
-    monkeypatch.setattr(host, "land", land_after_action)
+    """Run `action` just before the worker carries out a landing."""
+    once_before(scenario, monkeypatch, "land", action)
 
 
 def test_cancel_while_landing_leaves_the_pr_merged(
@@ -80,17 +93,13 @@ def before_landing(
     """Run `action` after the pass read the PRs and just before the worker, about to land
     one, reads it again from the server.
     """
-    host = scenario.container.worker._host
-    heads = host.pull_request_heads
-    done: list[bool] = []
-
-    def heads_after_action(repo: Any, numbers: Any, *, fresh: bool = False) -> Any:
-        if fresh and not done:
-            done.append(True)
-            action()
-        return heads(repo, numbers, fresh=fresh)
-
-    monkeypatch.setattr(host, "pull_request_heads", heads_after_action)
+    once_before(
+        scenario,
+        monkeypatch,
+        "pull_request_heads",
+        action,
+        when=lambda *_args, fresh=False: fresh,
+    )
 
 
 @pytest.mark.parametrize(

@@ -589,7 +589,8 @@ class Worker:
             queue = uow.queues.get(queue_id, lock=True)
             if queue is None:
                 return True
-            unchanged = planned is not None and uow.queues.decision_version(queue_id) == seen
+            if uow.queues.decision_version(queue_id) != seen:
+                planned = None  # decided on what has changed since: decide again, holding it
             if not uow.leases.holds(queue_id, self._settings.holder):
                 with self._held_lock:
                     held_before = queue_id in self._held
@@ -604,7 +605,7 @@ class Worker:
                 return False
             if done is not None and not uow.effects.delete(done):
                 return True  # another worker answered it already
-            if planned is not None and unchanged:
+            if planned is not None:
                 self._engine.write(uow, planned)
             else:
                 self._telemetry.decided_again()
