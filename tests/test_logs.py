@@ -12,8 +12,16 @@ from typing import Literal
 
 import pytest
 import structlog
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from keepgreen.logs import configure_logging, log_handler, route_structlog_to_stdlib, scrub
+from keepgreen.logs import (
+    configure_logging,
+    console_line,
+    log_handler,
+    route_structlog_to_stdlib,
+    scrub,
+)
 
 
 @pytest.fixture
@@ -164,3 +172,53 @@ def test_scrub_leaves_plain_text_and_ssh_style_remotes_alone() -> None:
     # scp-like remotes name a user, not a secret, and have no scheme.
     assert scrub("git@github.com:acme/app.git") == "git@github.com:acme/app.git"
     assert scrub("ssh://git:pw@host/x") == "ssh://***@host/x"
+
+
+_KEYS = st.one_of(
+    st.sampled_from(["timestamp", "level", "event", "logger", "logger_name", "pr", "queue"]),
+    # A line with a stack or a traceback goes to the renderer itself (tested below).
+    st.text(min_size=1, max_size=12).filter(
+        lambda key: key not in ("stack", "exception", "exc_info")
+    ),
+)
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(max_size=40),
+    st.sampled_from(["a b", "k=v", "it's", 'say "hi"', "tab\there", "line\nbreak", "x\ry"]),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    fields=st.dictionaries(_KEYS, _VALUES, max_size=8),
+    level=st.sampled_from(["debug", "info", "warning", "error", "critical", "exception"]),
+)
+def test_console_lines_are_the_console_renderers_lines(
+    fields: dict[str, object], level: str
+) -> None:
+    """keepgreen writes its console lines itself (`console_line`, for speed): each is the
+    line structlog's console renderer writes for the same event, character for character.
+    """
+    event = {**fields, "level": level}
+    theirs = structlog.dev.ConsoleRenderer(colors=False, pad_event_to=28)(None, level, dict(event))
+    assert console_line(None, level, dict(event)) == theirs
+
+
+def test_a_line_with_a_traceback_is_the_console_renderers_too() -> None:
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        event = structlog.processors.format_exc_info(
+            None, "error", {"event": "failed", "level": "error", "exc_info": True}
+        )
+    theirs = structlog.dev.ConsoleRenderer(colors=False, pad_event_to=28)(
+        None, "error", dict(event)
+    )
+    line = console_line(None, "error", dict(event))
+    assert line == theirs
+    assert "ValueError: boom" in line

@@ -349,6 +349,7 @@ def bootstrap(
             poll_seconds=settings.worker_poll_seconds,
             chore_seconds=settings.flaky_sweep_seconds,
             git_retry_max_seconds=settings.git_retry_max_seconds,
+            api_rest_ratio=settings.worker_api_rest_ratio,
             host=socket.gethostname(),
             pid=os.getpid(),
         ),

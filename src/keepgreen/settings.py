@@ -49,6 +49,11 @@ class Settings(BaseSettings):
     # worker_heartbeat_seconds): how long a dead worker's queues and CI runs wait for another.
     worker_lease_seconds: float = 5.0
     worker_heartbeat_seconds: float = 1.0
+    # Beside the API in one process (`keepgreen serve`): after a pass during which the API
+    # answered requests, the worker rests this many times the processor time the pass took
+    # (at most 5 s), leaving a busy API at least ratio / (1 + ratio) of the interpreter they
+    # share. 0: the worker never rests.
+    worker_api_rest_ratio: Annotated[float, Field(ge=0, le=100)] = 2.0
     # A queue whose git server fails is tried again after 1, 2, 4, ... seconds, at most this
     # many (0: at every pass); the worker goes on with the other queues meanwhile.
     git_retry_max_seconds: Annotated[float, Field(ge=0, le=3600)] = 30.0

@@ -210,9 +210,13 @@ class QueueEngine:
         if after.queue != before.queue:
             uow.queues.save(after.queue)
         old_entries = {entry.id: entry for entry in before.entries}
-        for entry in (*after.entries, *decision.departed):
-            if old_entries.get(entry.id) != entry:
-                uow.entries.save(entry)
+        changed = [
+            entry
+            for entry in (*after.entries, *decision.departed)
+            if old_entries.get(entry.id) != entry
+        ]
+        if changed:
+            uow.entries.save_all(changed)
         old_runs = {run.id: run for run in before.runs}
         transitions = []
         for run in (*after.runs, *decision.closed_runs):
@@ -220,8 +224,8 @@ class QueueEngine:
             self._save_run(uow, old, run)
             if old is None or old.status is not run.status:
                 transitions.append(RunTransition(old, run))
-        for change in decision.changes:
-            uow.history.add(change)
+        if decision.changes:
+            uow.history.add_all(decision.changes)
         now = self._clock()
         for effect in decision.effects:
             uow.effects.add(after.queue.id, effect, now)

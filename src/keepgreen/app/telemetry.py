@@ -95,6 +95,7 @@ class Telemetry:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._answered = 0
         registry = self.registry
         # The process's own CPU, memory, file descriptors, Python version and garbage collector.
         ProcessCollector(registry=registry)
@@ -185,6 +186,12 @@ class Telemetry:
             "keepgreen_decisions_made_again",
             "Decisions the worker made again holding the queue, because what it had decided on"
             " changed while it decided",
+            registry=registry,
+        )
+        self._rested = Counter(
+            "keepgreen_worker_api_rest_seconds",
+            "Seconds the worker rested after passes during which the API in its process answered"
+            " requests (keepgreen serve)",
             registry=registry,
         )
         self._leases = Counter(
@@ -385,6 +392,9 @@ class Telemetry:
         self._passes.labels("ok" if ok else "error").inc()
         self._pass_duration.observe(seconds)
 
+    def worker_rested(self, seconds: float) -> None:
+        self._rested.inc(seconds)
+
     def decided_again(self) -> None:
         self._decided_again.inc()
 
@@ -398,7 +408,15 @@ class Telemetry:
         self._git_calls.labels(operation, result).inc()
         self._git_duration.labels(operation).observe(seconds)
 
+    @property
+    def requests_answered(self) -> int:
+        """HTTP requests this process answered so far: what tells the worker beside the API
+        that the API is busy (`Worker._rest_for_the_api`).
+        """
+        return self._answered
+
     def http_request(self, *, route: str, method: str, status: int, seconds: float) -> None:
+        self._answered += 1
         method = method if method in _METHODS else "other"
         self._requests.labels(route, method, str(status)).inc()
         self._request_duration.labels(route, method).observe(seconds)

@@ -105,8 +105,21 @@ class WorkerSettings:
     chore_seconds: float = 60.0  # between runs of the periodic chores (flaky-test sweep)
     # A queue whose git server failed waits 1, 2, 4, ... seconds, at most this, to be tried.
     git_retry_max_seconds: float = 30.0
+    # Sharing its process with the API (`keepgreen serve`): after a pass during which the API
+    # answered requests, the worker rests this many times the processor time the pass took,
+    # at most `api_rest_max_seconds`, so that a busy API keeps at least r / (1 + r) of the
+    # interpreter they share. 0: never rests. A worker of its own never sees a request.
+    api_rest_ratio: float = 2.0
+    api_rest_max_seconds: float = 5.0
     host: str = ""  # where this worker runs, for operators reading the `workers` table
     pid: int = 0
+
+
+def api_rest_seconds(cpu_seconds: float, settings: WorkerSettings) -> float:
+    """How long a worker rests after a pass that took `cpu_seconds` of processor time while
+    the API in its process was busy (see `WorkerSettings.api_rest_ratio`).
+    """
+    return min(cpu_seconds * settings.api_rest_ratio, settings.api_rest_max_seconds)
 
 
 class Worker:
@@ -197,11 +210,14 @@ class Worker:
         try:
             while not stop.is_set():
                 self.wakeup.clear()
+                answered, cpu = self._telemetry.requests_answered, time.thread_time()
                 try:
                     self.run_once()
                 except Exception:  # a bad pass must not kill the worker; the next one retries
                     log.exception("worker pass failed")
                 self.run_chores_when_due()
+                if self._telemetry.requests_answered != answered:
+                    self._rest_for_the_api(stop, time.thread_time() - cpu)
                 if self.wakeup.wait(self._settings.poll_seconds):
                     stop.wait(self._settings.wake_delay_seconds)
         finally:
@@ -213,6 +229,17 @@ class Worker:
                 self._runner.close(wait=False)
             self.release_all()
             log.info("worker stopped", holder=self._settings.holder)
+
+    def _rest_for_the_api(self, stop: threading.Event, cpu_seconds: float) -> None:
+        """Rest after a pass that took `cpu_seconds` of processor time while the API in this
+        process answered requests: the interpreter is one, and a pass over a long queue holds
+        it for most of its time, which a flood of requests would otherwise wait on. A wake
+        that comes meanwhile is served once the rest is over; `stop` ends it at once.
+        """
+        rest = api_rest_seconds(cpu_seconds, self._settings)
+        if rest > 0:
+            self._telemetry.worker_rested(rest)
+            stop.wait(rest)
 
     def _heartbeat_loop(self, stop: threading.Event) -> None:
         while not stop.wait(self._settings.heartbeat_seconds):
