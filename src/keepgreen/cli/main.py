@@ -78,6 +78,7 @@ def serve(
 
     import uvicorn
 
+    from keepgreen.cli.heap import freeze_what_started
     from keepgreen.web.app import create_app
 
     container = _container(configure_logs=True)
@@ -90,6 +91,10 @@ def serve(
         worker=not no_worker,
         http_processes=workers,
     )
+    # One HTTP process: its app, built before the worker starts so that what both built to
+    # start is frozen together (`freeze_what_started`); several: each builds its own.
+    api = create_app(container=container) if workers == 1 else None
+    freeze_what_started()
     stop = threading.Event()
     thread = None
     if not no_worker:
@@ -105,9 +110,9 @@ def serve(
     try:
         # uvicorn leaves logging as configured (log_config=None); keepgreen writes the access
         # lines itself, with a request id and the latency.
-        if workers == 1:
+        if api is not None:
             uvicorn.run(
-                create_app(container=container),
+                api,
                 host=host,
                 port=port,
                 log_config=None,
@@ -157,6 +162,7 @@ def worker(
     """Run the queue worker alone (several may run against one PostgreSQL)."""
     import signal
 
+    from keepgreen.cli.heap import freeze_what_started
     from keepgreen.cli.metrics_port import MetricsPortError, MetricsServer, serve_metrics
 
     container = _container(configure_logs=True)
@@ -182,6 +188,7 @@ def worker(
             container.close()
             raise typer.Exit(2) from error
         _log().info("worker metrics", url=metrics.url)
+    freeze_what_started()
     try:
         container.worker.serve(stop)
     finally:
