@@ -5,6 +5,7 @@ what it was decided on has it decided again, holding the queue.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -67,3 +68,38 @@ def test_a_change_while_the_worker_decides_has_it_decide_again(
     scenario.settle()
     assert scenario.final() == {1: ("cancelled", "canceled_by_user")}
     assert scenario.all_runs() == []
+
+
+def test_a_pass_reads_its_queue_while_another_writer_holds_the_database(
+    scenario: Scenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pass's first read (the queue and its PRs, all of them) takes no writer's turn: on
+    SQLite a writer waits for the one before it, and under a flood of merge buttons a turn
+    held for that read was the merge button's longest wait. The pass reaches the git server
+    while another transaction holds the write, and writes once it is over.
+    """
+    scenario.create_queue()
+    for number in (1, 2):
+        scenario.pr(number, {f"f{number}.txt": f"{number}\n"}, title=f"Add {number}")
+    scenario.submit(1)
+    scenario.work()  # the worker holds the queue's lease, and PR 1 is testing
+    scenario.submit(2)
+    worker = scenario.container.worker
+    reached = threading.Event()
+    branch_tip = worker._host.branch_tip
+
+    def noting_the_tip(*args: Any) -> Any:
+        reached.set()
+        return branch_tip(*args)
+
+    monkeypatch.setattr(worker._host, "branch_tip", noting_the_tip)
+    queue_id = scenario.queue_row().id
+    with scenario.container.unit_of_work() as holding:
+        holding.queues.get(queue_id, lock=True)  # a writer's transaction, left open
+        passing = threading.Thread(target=worker.reconcile, args=(queue_id,), daemon=True)
+        passing.start()
+        assert reached.wait(10), "the pass waited for the writer before reading git"
+        holding.commit()
+    passing.join(30)
+    assert not passing.is_alive()
+    assert scenario.states() == {1: "testing", 2: "pending"}

@@ -311,7 +311,7 @@ class Worker:
         try:
             self.beat()
             self._act_on_github_deliveries()
-            with self._uow() as uow:
+            with self._uow(read_only=True) as uow:
                 queue_ids = list(uow.queues.list_ids())
             for queue_id in queue_ids:
                 if self._take_lease(queue_id):
@@ -377,7 +377,7 @@ class Worker:
 
     def reconcile(self, queue_id: QueueId) -> None:
         """Observe the code host, tick, and carry out the queue's outbox."""
-        with self._uow() as uow:
+        with self._uow(read_only=True) as uow:
             queue = uow.queues.get(queue_id)
             if queue is None:
                 self._stalls.forget(queue_id)
@@ -489,7 +489,7 @@ class Worker:
         """
         if self._runner is None or repository.ci_command is None:
             return []
-        with self._uow() as uow:
+        with self._uow(read_only=True) as uow:
             runs = [
                 run.id
                 for run in uow.test_runs.list_open(queue_id)
@@ -660,7 +660,7 @@ class Worker:
         for _ in range(_MAX_EFFECTS_PER_PASS):
             if self._stopping is not None and self._stopping.is_set():
                 return  # stopping: what is left is the next holder's (effects are idempotent)
-            with self._uow() as uow:
+            with self._uow(read_only=True) as uow:
                 pending = [(i, e) for i, e in uow.effects.list(queue_id) if i not in attempted]
             if not pending:
                 return
