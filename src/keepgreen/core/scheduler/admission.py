@@ -119,26 +119,33 @@ class Admission(Working):
         if self.queue.state is not QueueState.RUNNING:
             return
         needs_targets = self.queue.mode is QueueMode.PARALLEL
-        for each in list(self.entries.values()):
-            if each.state is not PrState.NOT_READY:
+        for entry in list(self.entries.values()):
+            if entry.state is not PrState.NOT_READY:
                 continue
-            entry = each
-            has_targets = entry.id in self.targets
-            if (
-                entry.readiness.requires_impacted_targets != needs_targets
-                or entry.readiness.has_impacted_targets != has_targets
-            ):
-                # Copied only when its readiness changes: a queue under a flood of merge
-                # buttons holds thousands of PRs not ready yet, and each decision walks them.
-                readiness = replace(
-                    entry.readiness,
-                    requires_impacted_targets=needs_targets,
-                    has_impacted_targets=has_targets,
-                )
-                entry = replace(entry, readiness=readiness)
-                self.entries[entry.id] = entry
-            if entry.readiness.is_ready:
-                self.move(entry, PrState.PENDING, StateReason.READY)
+            updated = self._with_targets(entry, needs_targets=needs_targets)
+            if updated.readiness.is_ready:
+                self.move(updated, PrState.PENDING, StateReason.READY)
+
+    def _with_targets(self, entry: QueueEntry, *, needs_targets: bool) -> QueueEntry:
+        """`entry` with its readiness as to impacted targets, kept in `entries`; copied only
+        when that changes: a queue under a flood of merge buttons holds thousands of PRs not
+        ready yet, and each decision walks them.
+        """
+        has_targets = entry.id in self.targets
+        readiness = entry.readiness
+        if (
+            readiness.requires_impacted_targets == needs_targets
+            and readiness.has_impacted_targets == has_targets
+        ):
+            return entry
+        updated = replace(
+            entry,
+            readiness=replace(
+                readiness, requires_impacted_targets=needs_targets, has_impacted_targets=has_targets
+            ),
+        )
+        self.entries[entry.id] = updated
+        return updated
 
     def finish_mode_switch(self) -> None:
         """`switching_modes` ends, in the new mode, once the queue has emptied."""
