@@ -6,13 +6,21 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
 from keepgreen.adapters.db.effects_codec import effect_from_payload, effect_to_payload
+from keepgreen.adapters.db.mapping import EntriesReadAgain, entry_from_row, entry_values
 from keepgreen.adapters.db.repositories import _insert_ignore
-from keepgreen.adapters.db.tables import QueueLeaseRow
+from keepgreen.adapters.db.tables import Base, QueueEntryRow, QueueLeaseRow
 from keepgreen.bootstrap import Container
-from keepgreen.core.enums import MergeMethod, StateReason, TestRunKind, TestRunStatus
+from keepgreen.core.enums import (
+    MergeMethod,
+    PrState,
+    StateReason,
+    TestRunKind,
+    TestRunStatus,
+)
 from keepgreen.core.ids import PullRequestId, TestRunId
 from keepgreen.core.model import ChainLink, Queue, Repository
 from keepgreen.core.scheduler import (
@@ -200,3 +208,42 @@ def test_a_queue_keeps_its_target_tip_and_run_counter(container: Container, queu
     with container.unit_of_work() as uow:
         assert uow.queues.get(queue.id) == moved
         assert uow.queues.list_ids() == [queue.id]
+
+
+def test_a_queues_entries_read_again_are_the_rows_as_they_are_now(
+    container: Container, queue: Queue
+) -> None:
+    entries = [make_entry(number=n, queue_id=queue.id, id=PullRequestId(f"e-{n}")) for n in (1, 2)]
+    with container.unit_of_work() as uow:
+        uow.entries.add_all(entries)
+        uow.commit()
+    with container.unit_of_work() as uow:
+        first = uow.entries.list_for_queues([queue.id])
+    assert list(first) == entries
+    testing = replace(entries[1], state=PrState.TESTING, state_reason=StateReason.TESTS_STARTED)
+    with container.unit_of_work() as uow:
+        uow.entries.save(testing)
+        uow.commit()
+    with container.unit_of_work() as uow:
+        again = uow.entries.list_for_queues([queue.id])
+        live = uow.entries.list_for_queues([queue.id], states=frozenset({PrState.PENDING}))
+    assert list(again) == [entries[0], testing]
+    assert again[0] is first[0]  # the row unchanged: the entry built from it before
+    assert list(live) == [entries[0]]
+
+
+def test_entries_read_again_are_kept_for_the_latest_reads_only() -> None:
+    memo = EntriesReadAgain(reads=2)
+    table = QueueEntryRow.__table__
+    engine = create_engine("sqlite://")
+    table.metadata.create_all(engine, tables=[table, Base.metadata.tables["queues"]])
+    values = {"id": "e-1", **entry_values(make_entry())}
+    with engine.begin() as connection:
+        connection.execute(table.insert(), [values])
+        rows = connection.execute(select(table)).all()
+    first = memo.entries("a", rows)
+    assert memo.entries("a", rows)[0] is first[0]
+    memo.entries("b", rows)
+    memo.entries("c", rows)  # "a" is the least recent of three: let go
+    assert memo.entries("a", rows)[0] is not first[0]
+    assert memo.entries("a", rows)[0] == first[0] == entry_from_row(rows[0])

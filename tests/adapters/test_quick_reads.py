@@ -369,3 +369,35 @@ def test_the_decision_counter_moves_for_all_but_prs_entering_unread(
     assert after_queue > after_entry
     with container.unit_of_work(read_only=True) as uow:
         assert uow.queues.decision_version(QueueId("no-such-queue")) is None
+
+
+@on_postgresql
+def test_a_write_moves_the_queues_counters_once_per_statement(
+    reads: SqlQuickReads, queue: Api, container: Container, token: str
+) -> None:
+    """However many rows one statement writes, the queue's row is updated once (migration
+    0028): `version` by one, and `decision_version` by one when any of the rows is more than a
+    PR entering unread.
+    """
+    queue_id, modes, entries, changes = first_entries(reads, container, token, 1, 2, 3, 4)
+
+    def counters() -> tuple[int, int]:
+        with container.engine.connect() as connection:
+            row = connection.execute(
+                text("SELECT version, decision_version FROM queues WHERE id = :id"),
+                {"id": queue_id},
+            ).one()
+        return row[0], row[1]
+
+    version, decision = counters()
+    unread = [replace(entry, head_sha="") for entry in entries]
+    # One read PR among unread ones: the decision's counter moves, once.
+    unread[3] = entries[3]
+    assert len(asyncio.run(reads.enter_first(queue_id, modes, unread, changes))) == 4
+    # The positions taken, the entries inserted, their history lines inserted: three moves.
+    assert counters() == (version + 3, decision + 1)
+    version, decision = counters()
+    with container.engine.begin() as connection:
+        connection.execute(text("UPDATE queue_entries SET no_batch = NOT no_batch"))
+        connection.execute(text("DELETE FROM state_changes"))
+    assert counters() == (version + 2, decision + 2)

@@ -13,6 +13,7 @@ from sqlalchemy.orm.util import identity_key
 
 from keepgreen.adapters.db.effects_codec import effect_from_payload, effect_to_payload
 from keepgreen.adapters.db.mapping import (
+    EntriesReadAgain,
     commit_status_from_row,
     entry_from_row,
     entry_values,
@@ -438,6 +439,11 @@ class SqlQueues:
         return int(self._session.execute(_TAKE_POSITION, {"queue_id": queue_id}).scalar_one())
 
 
+# The queues whose entries the process read last (a worker's, an API's), each read's entries
+# kept for the next (see `EntriesReadAgain`).
+_READ_AGAIN = EntriesReadAgain(reads=64)
+
+
 class SqlEntries:
     def __init__(self, session: Session) -> None:
         self._session = session
@@ -508,8 +514,8 @@ class SqlEntries:
         query = select(table).where(table.c.queue_id.in_(queue_ids))
         if states is not None:
             query = query.where(table.c.state.in_([s.value for s in states]))
-        rows = self._session.execute(query.order_by(table.c.position, table.c.id))
-        return [entry_from_row(row) for row in rows]
+        rows = self._session.execute(query.order_by(table.c.position, table.c.id)).all()
+        return _READ_AGAIN.entries((tuple(queue_ids), states), rows)
 
     def placed(self, queue_id: QueueId) -> Sequence[Placed]:
         terminal = [state.value for state in PrState if state.is_terminal]
