@@ -9,7 +9,11 @@ repository (a real git repository with 50 PR refs) and a queue of concurrency 8 
 status nobody reports, so that of its 50 PRs 8 are testing and 42 pending. Then, alternately,
 `wrk` drives one keepgreen call and the same call on the bare app (bench/bare_app.py: FastAPI
 and uvicorn started the same way, answering the bytes keepgreen answered), and the table gives
-requests per second, the ratio to the bare app, and keepgreen's p50 / p99 latency.
+requests per second, the ratio to the bare app, keepgreen's p50 / p99 latency, and the
+processor time a request took: keepgreen's processes (the worker's git processes included),
+the bare app's, and PostgreSQL's server (all of it: run on a machine otherwise quiet). On a
+shared machine the requests per second move with what else runs; the time a request takes
+moves far less.
 
 The last row is the merge button pressed on a PR not in the queue: every request submits
 another PR (refs made for the run, one per request, on one commit; one connection per wrk
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -36,6 +41,9 @@ import httpx
 from api_latency import make_git_repo  # bench/ is on sys.path when run as a script
 from backends import backends
 from serve_process import Served, free_port, keepgreen, keepgreen_env
+from sqlalchemy import text
+
+from keepgreen.adapters.db.engine import make_engine
 
 REPO = {"host": "github.com", "owner": "bench", "name": "widgets"}
 PRS = 50
@@ -103,23 +111,72 @@ class Load:
     unanswered: int  # wrk gave up on them (its 2 s timeout) or the connection failed
     p50_ms: float
     p99_ms: float
+    cpu_ms: float  # processor time per request of the server's processes
+    database_cpu_ms: float  # of PostgreSQL's (0 on SQLite, which runs in the server)
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(root: int) -> float:
+    """Processor time of process `root` and its live descendants, with what their children
+    that have ended took (a worker's git processes, a server's exited backends).
+    """
+    times: dict[int, tuple[int, float]] = {}  # pid: (parent, seconds)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        # Fields 4 and 14-17 of proc(5), counted here from field 3 (state).
+        ticks = sum(int(value) for value in fields[11:15])
+        times[int(entry.name)] = (int(fields[1]), ticks / _TICKS)
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in times.items():
+        children.setdefault(parent, []).append(pid)
+    total, tree = 0.0, [root]
+    while tree:
+        pid = tree.pop()
+        total += times.get(pid, (0, 0.0))[1]
+        tree += children.get(pid, [])
+    return total
+
+
+def postgres_root() -> int | None:
+    """The PostgreSQL server's first process on this machine, when there is one."""
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "comm").read_text().strip() == "postgres":
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                if (Path("/proc") / str(parent) / "comm").read_text().strip() != "postgres":
+                    return int(entry.name)
+        except OSError:
+            continue
+    return None
 
 
 def drive(
     url: str,
     *,
+    servers: tuple[int, ...],
     token: str,
     body: dict[str, object] | str,
     args: argparse.Namespace,
     first_submits: bool = False,
 ) -> Load:
-    """`wrk` against one call for `args.seconds`; its figures (wrk counts non-2xx as errors).
+    """`wrk` against one call for `args.seconds`; its figures (wrk counts non-2xx as errors),
+    and the processor time per request of `servers` (pids) and of the database.
     `first_submits`: `body` is a template with `%d` for the PR number, one thread per
     connection, each sending its own numbers.
     """
     script = Path(args.work) / "post.lua"
     script.write_text(FIRST_SUBMIT_SCRIPT if first_submits else WRK_SCRIPT)
     threads = args.connections if first_submits else min(2, args.connections)
+    database = postgres_root() if args.database == "postgresql" else None
+    cpu_before = sum(cpu_seconds(pid) for pid in servers)
+    database_before = 0.0 if database is None else cpu_seconds(database)
     result = subprocess.run(
         [
             "wrk",
@@ -143,8 +200,58 @@ def drive(
     match = re.search(r"^BENCH (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)$", result.stdout, re.MULTILINE)
     if match is None:
         raise RuntimeError(f"wrk said: {result.stdout}{result.stderr}")
+    cpu = sum(cpu_seconds(pid) for pid in servers) - cpu_before
+    database_cpu = 0.0 if database is None else cpu_seconds(database) - database_before
     requests, errors, broken, micros, p50, p99 = (int(group) for group in match.groups())
-    return Load(requests / (micros / 1e6), errors, broken, p50 / 1000, p99 / 1000)
+    per_request = 1000 / max(requests, 1)
+    return Load(
+        requests / (micros / 1e6),
+        errors,
+        broken,
+        p50 / 1000,
+        p99 / 1000,
+        cpu * per_request,
+        database_cpu * per_request,
+    )
+
+
+def flood(
+    url: str, servers: tuple[int, ...], token: str, template: str, args: argparse.Namespace
+) -> Load:
+    """The merge button's flood: first submits of PR numbers from `template`."""
+    return drive(
+        f"{url}/submitPullRequest",
+        servers=servers,
+        token=token,
+        body=template,
+        args=args,
+        first_submits=True,
+    )
+
+
+class Admitted:
+    """How many of the PRs a flood submitted the worker read meanwhile (each is read once,
+    at most READS_PER_PASS a pass, before the scheduler admits it).
+    """
+
+    def __init__(self, database_url: str) -> None:
+        self._engine = make_engine(database_url)
+        self._before = self._count()
+
+    def _count(self) -> tuple[int, int]:
+        with self._engine.connect() as connection:
+            total, unread = connection.execute(
+                text("SELECT count(*), count(*) FILTER (WHERE head_sha = '') FROM queue_entries")
+            ).one()
+        return int(total), int(unread)
+
+    def label(self, call: str) -> str:
+        """`call`, and what the worker read of the PRs submitted since this was made."""
+        (total, unread), (total_before, unread_before) = self._count(), self._before
+        self._engine.dispose()
+        submitted = total - total_before
+        read = submitted - (unread - unread_before)
+        return f"{call} ({read:,} of {submitted:,} read meanwhile)"
 
 
 def add_pr_refs(path: Path, first: int, count: int) -> None:
@@ -224,6 +331,10 @@ class Bare:
                     raise RuntimeError(f"the bare app did not start: {log.read_text()}") from None
                 time.sleep(0.1)
 
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=30)
@@ -234,6 +345,7 @@ def run(args: argparse.Namespace) -> list[tuple[str, str, Load, Load]]:
     for backend, database_url, cwd in backends(Path(args.work)):
         if args.backend not in (None, backend):
             continue
+        args.database = backend
         env = keepgreen_env(database_url, cwd / "data")
         token = set_up(env, cwd, connections=args.connections)
         served = Served(env=env, cwd=cwd, log=cwd / "serve.log", workers=args.workers)
@@ -252,8 +364,16 @@ def run(args: argparse.Namespace) -> list[tuple[str, str, Load, Load]]:
             bare = Bare(answers, workers=args.workers, log=cwd / "bare.log")
             for _ in range(0 if args.first_only else args.rounds):
                 for verb, body in CALLS:
-                    ours = drive(f"{served.url}/{verb}", token=token, body=body, args=args)
-                    theirs = drive(f"{bare.url}/{verb}", token=token, body=body, args=args)
+                    ours = drive(
+                        f"{served.url}/{verb}",
+                        servers=(served.pid,),
+                        token=token,
+                        body=body,
+                        args=args,
+                    )
+                    theirs = drive(
+                        f"{bare.url}/{verb}", servers=(bare.pid,), token=token, body=body, args=args
+                    )
                     size = len((answers / f"{verb}.json").read_bytes())
                     rows.append((backend, f"{verb} ({size / 1024:.1f} KB)", ours, theirs))
                     print_row(*rows[-1])
@@ -261,11 +381,11 @@ def run(args: argparse.Namespace) -> list[tuple[str, str, Load, Load]]:
             template = json.dumps(
                 {"repo": REPO, "targetBranch": "main", "pr": {"number": 0}}
             ).replace('"number": 0', '"number": %d')
-            ours = drive(f"{served.url}/submitPullRequest", token=token, body=template,
-                         args=args, first_submits=True)  # fmt: skip
-            theirs = drive(f"{bare.url}/submitPullRequest", token=token, body=template,
-                           args=args, first_submits=True)  # fmt: skip
-            rows.append((backend, "submitPullRequest (first submit)", ours, theirs))
+            admitted = Admitted(database_url)
+            ours = flood(served.url, (served.pid,), token, template, args)
+            call = admitted.label("first submit, beside the worker")
+            theirs = flood(bare.url, (bare.pid,), token, template, args)
+            rows.append((backend, call, ours, theirs))
             print_row(*rows[-1])
             if args.api_alone:
                 served.stop()
@@ -275,8 +395,7 @@ def run(args: argparse.Namespace) -> list[tuple[str, str, Load, Load]]:
                 served.wait_until_answering(token)
                 # Numbers the first flood did not reach (they need no refs: nothing reads them).
                 args.first_pr_offset = FIRST_REFS_PER_THREAD
-                ours = drive(f"{served.url}/submitPullRequest", token=token, body=template,
-                             args=args, first_submits=True)  # fmt: skip
+                ours = flood(served.url, (served.pid,), token, template, args)
                 rows.append((backend, "first submit, the API alone", ours, theirs))
                 print_row(*rows[-1])
             if args.worker_apart:
@@ -284,7 +403,9 @@ def run(args: argparse.Namespace) -> list[tuple[str, str, Load, Load]]:
                     served.stop()
                     served = Served(env=env, cwd=cwd, log=cwd / "api.log", queue_worker=False)
                     served.wait_until_answering(token)
-                rows.append(apart(args, served, env, cwd, token, template, theirs, backend))
+                rows.append(
+                    apart(args, served, env, cwd, token, template, theirs, backend, database_url)
+                )
                 print_row(*rows[-1])
         finally:
             served.stop()
@@ -302,6 +423,7 @@ def apart(
     template: str,
     theirs: Load,
     backend: str,
+    database_url: str,
 ) -> tuple[str, str, Load, Load]:
     """The first-submit flood against `served` (`serve --no-worker`) with `keepgreen worker`
     beside it, in a process of its own, reading and admitting the PRs (a production layout).
@@ -314,12 +436,13 @@ def apart(
     try:
         time.sleep(2)  # the worker takes the queue's lease
         args.first_pr_offset = APART_OFFSET
-        ours = drive(f"{served.url}/submitPullRequest", token=token, body=template,
-                     args=args, first_submits=True)  # fmt: skip
+        admitted = Admitted(database_url)
+        ours = flood(served.url, (served.pid, worker.pid), token, template, args)
+        call = admitted.label("first submit, the worker in a process of its own")
     finally:
         worker.terminate()
         worker.wait(timeout=30)
-    return backend, "first submit, the worker in a process of its own", ours, theirs
+    return backend, call, ours, theirs
 
 
 def print_row(backend: str, call: str, ours: Load, theirs: Load) -> None:
@@ -330,7 +453,9 @@ def print_row(backend: str, call: str, ours: Load, theirs: Load) -> None:
         f"| {backend} | {call} | {ours.requests_per_second:,.0f}{errors} | "
         f"{theirs.requests_per_second:,.0f} | "
         f"{ours.requests_per_second / theirs.requests_per_second:.1%} | "
-        f"{ours.p50_ms:.1f} / {ours.p99_ms:.1f} |",
+        f"{ours.p50_ms:.1f} / {ours.p99_ms:.1f} | "
+        f"{ours.cpu_ms:.2f} / {theirs.cpu_ms:.2f} / "
+        f"{'-' if ours.database_cpu_ms == 0 else f'{ours.database_cpu_ms:.2f}'} |",
         flush=True,
     )
 
@@ -363,8 +488,8 @@ def main() -> None:
         f"{args.workers} HTTP process(es) each; a queue of {PRS} PRs, {TESTING} testing\n"
     )
     print("| backend | call | keepgreen req/s | bare req/s | keepgreen / bare | "
-          "keepgreen p50 / p99 ms |")  # fmt: skip
-    print("|---|---|---|---|---|---|")
+          "keepgreen p50 / p99 ms | CPU ms a request: keepgreen / bare / PostgreSQL |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as work:
         args.work = work
         run(args)

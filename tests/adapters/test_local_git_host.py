@@ -151,3 +151,22 @@ def test_pull_request_heads_are_read_at_once_as_pull_request_reads_them(
 def test_pull_request_heads_of_a_missing_repository_is_a_code_host_error(tmp_path: Path) -> None:
     with pytest.raises(CodeHostError):
         LocalGitHost().pull_request_heads(repository_at(str(tmp_path / "nowhere")), [1])
+
+
+def test_the_target_tip_a_caller_read_is_the_one_asked_about(git_repo: GitRepo) -> None:
+    """A pass reads the branch's tip once and asks about each PR against it: the answers are
+    of that tip, even once the branch has moved on.
+    """
+    host = LocalGitHost()
+    repository = repository_at(str(git_repo.path))
+    clashing = git_repo.open_pr(2, {"README.md": "theirs\n"})
+    read = git_repo.tip("main")
+    git_repo.commit({"README.md": "ours\n"}, "change README on main")
+    assert host.mergeability(
+        repository, head_sha=clashing, target_branch="main", target_sha=read
+    ) is (Mergeability.MERGEABLE)
+    assert host.mergeability(repository, head_sha=clashing, target_branch="main") is (
+        Mergeability.NOT_MERGEABLE
+    )
+    assert host.is_up_to_date(repository, head_sha=clashing, target_branch="main", target_sha=read)
+    assert not host.is_up_to_date(repository, head_sha=clashing, target_branch="main")

@@ -33,13 +33,33 @@ class Counting(LocalGitHost):
         self.calls["pull_request_heads"] += 1
         return super().pull_request_heads(repo, numbers, fresh=fresh)
 
-    def mergeability(self, repo: Repository, *, head_sha: str, target_branch: str) -> Mergeability:
+    def mergeability(
+        self,
+        repo: Repository,
+        *,
+        head_sha: str,
+        target_branch: str,
+        target_sha: str | None = None,
+    ) -> Mergeability:
         self.calls["mergeability"] += 1
-        return super().mergeability(repo, head_sha=head_sha, target_branch=target_branch)
+        self.calls["target resolved again"] += target_sha is None
+        return super().mergeability(
+            repo, head_sha=head_sha, target_branch=target_branch, target_sha=target_sha
+        )
 
-    def is_up_to_date(self, repo: Repository, *, head_sha: str, target_branch: str) -> bool:
+    def is_up_to_date(
+        self,
+        repo: Repository,
+        *,
+        head_sha: str,
+        target_branch: str,
+        target_sha: str | None = None,
+    ) -> bool:
         self.calls["is_up_to_date"] += 1
-        return super().is_up_to_date(repo, head_sha=head_sha, target_branch=target_branch)
+        self.calls["target resolved again"] += target_sha is None
+        return super().is_up_to_date(
+            repo, head_sha=head_sha, target_branch=target_branch, target_sha=target_sha
+        )
 
 
 @pytest.fixture
@@ -129,6 +149,8 @@ def test_a_first_submit_asks_git_nothing_and_the_next_pass_reads_it_once(
     scenario.work()
     assert code_host.calls["pull_request"] == 3  # 1, 2 and 404, once each
     assert code_host.calls["mergeability"] == 2
+    # Against the tip the pass read at its start, not a git process per PR to read it again.
+    assert code_host.calls["target resolved again"] == 0
     pr = scenario.get_pr(1)
     assert (pr["state"], pr["prSha"], pr["prTitle"]) == ("testing", head1, "Add a")
     assert scenario.api_state(2) == "pending"

@@ -128,8 +128,18 @@ class CodeHost(Protocol):
         """
         ...
 
-    def mergeability(self, repo: Repository, *, head_sha: str, target_branch: str) -> Mergeability:
-        """Whether `head_sha` merges cleanly onto the tip of `target_branch`."""
+    def mergeability(
+        self,
+        repo: Repository,
+        *,
+        head_sha: str,
+        target_branch: str,
+        target_sha: str | None = None,
+    ) -> Mergeability:
+        """Whether `head_sha` merges cleanly onto the tip of `target_branch`: `target_sha`
+        when the caller has just read it (a pass reads it once, not once per PR), else as read
+        now.
+        """
         ...
 
 
@@ -212,8 +222,17 @@ class MergeHost(CodeHost, Protocol):
         """Move the target branch by compare-and-swap from `landing.expected_tip`."""
         ...
 
-    def is_up_to_date(self, repo: Repository, *, head_sha: str, target_branch: str) -> bool:
-        """Whether the target branch's tip is an ancestor of (or equal to) `head_sha`."""
+    def is_up_to_date(
+        self,
+        repo: Repository,
+        *,
+        head_sha: str,
+        target_branch: str,
+        target_sha: str | None = None,
+    ) -> bool:
+        """Whether the target branch's tip (`target_sha`, as for `mergeability`) is an ancestor
+        of (or equal to) `head_sha`.
+        """
         ...
 
     def tree_of(self, repo: Repository, commit: str) -> str:

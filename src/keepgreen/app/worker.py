@@ -584,11 +584,12 @@ class Worker:
         seen = self._merge_seen.get(key)
         if seen is not None and tip is not None and seen[:2] == (head_sha, tip):
             return seen[2], seen[3]
+        # The tip this pass read: not resolved again for each PR (two git processes a PR).
         mergeability = self._host.mergeability(
-            repository, head_sha=head_sha, target_branch=queue.branch
+            repository, head_sha=head_sha, target_branch=queue.branch, target_sha=tip
         )
         up_to_date = self._host.is_up_to_date(
-            repository, head_sha=head_sha, target_branch=queue.branch
+            repository, head_sha=head_sha, target_branch=queue.branch, target_sha=tip
         )
         # An answer still being worked out (a host computing it) is asked again next pass.
         if tip is not None and mergeability in _SETTLED:

@@ -155,10 +155,19 @@ class LocalGitHost:
         heads = self._open(repo).resolve_many(list(refs.values()))
         return {number: heads[ref] for number, ref in refs.items()}
 
-    def mergeability(self, repo: Repository, *, head_sha: str, target_branch: str) -> Mergeability:
-        """Whether `head_sha` merges cleanly onto the target tip; a missing target does not."""
+    def mergeability(
+        self,
+        repo: Repository,
+        *,
+        head_sha: str,
+        target_branch: str,
+        target_sha: str | None = None,
+    ) -> Mergeability:
+        """Whether `head_sha` merges cleanly onto the target tip (`target_sha`, else resolved
+        now); a missing target does not.
+        """
         git = self._open(repo)
-        target = git.resolve(f"refs/heads/{target_branch}")
+        target = target_sha or git.resolve(f"refs/heads/{target_branch}")
         if target is None:
             return Mergeability.NOT_MERGEABLE
         clean = self._merges.get((target, head_sha))
@@ -193,12 +202,19 @@ class LocalGitHost:
         """
         return merging.land(self._open(repo), landing)
 
-    def is_up_to_date(self, repo: Repository, *, head_sha: str, target_branch: str) -> bool:
-        """Whether the target branch's tip is an ancestor of (or equal to) `head_sha`; False
-        when the target branch does not exist.
+    def is_up_to_date(
+        self,
+        repo: Repository,
+        *,
+        head_sha: str,
+        target_branch: str,
+        target_sha: str | None = None,
+    ) -> bool:
+        """Whether the target branch's tip (`target_sha`, else resolved now) is an ancestor of
+        (or equal to) `head_sha`; False when the target branch does not exist.
         """
         git = self._open(repo)
-        tip = git.resolve(f"refs/heads/{target_branch}")
+        tip = target_sha or git.resolve(f"refs/heads/{target_branch}")
         if tip is None:
             return False
         contained = self._ancestry.get((tip, head_sha))

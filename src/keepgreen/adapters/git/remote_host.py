@@ -166,10 +166,19 @@ class RemoteGitHost:
         self._ensure(repo, [repo.pull_request_ref(number) for number in numbers], force=fresh)
         return self._reads.pull_request_heads(repo, numbers)
 
-    def mergeability(self, repo: Repository, *, head_sha: str, target_branch: str) -> Mergeability:
+    def mergeability(
+        self,
+        repo: Repository,
+        *,
+        head_sha: str,
+        target_branch: str,
+        target_sha: str | None = None,
+    ) -> Mergeability:
         """Whether `head_sha` merges cleanly onto the server's target tip."""
         self._ensure(repo, [f"refs/heads/{target_branch}"])
-        return self._reads.mergeability(repo, head_sha=head_sha, target_branch=target_branch)
+        return self._reads.mergeability(
+            repo, head_sha=head_sha, target_branch=target_branch, target_sha=target_sha
+        )
 
     def branch_tip(self, repo: Repository, branch: str) -> str | None:
         """The server's `refs/heads/<branch>` (as of the last fetch, at most an interval ago);
@@ -178,10 +187,19 @@ class RemoteGitHost:
         self._ensure(repo, [f"refs/heads/{branch}"])
         return self._reads.branch_tip(repo, branch)
 
-    def is_up_to_date(self, repo: Repository, *, head_sha: str, target_branch: str) -> bool:
+    def is_up_to_date(
+        self,
+        repo: Repository,
+        *,
+        head_sha: str,
+        target_branch: str,
+        target_sha: str | None = None,
+    ) -> bool:
         """Whether the server's target tip is an ancestor of (or equal to) `head_sha`."""
         self._ensure(repo, [f"refs/heads/{target_branch}"])
-        return self._reads.is_up_to_date(repo, head_sha=head_sha, target_branch=target_branch)
+        return self._reads.is_up_to_date(
+            repo, head_sha=head_sha, target_branch=target_branch, target_sha=target_sha
+        )
 
     def tree_of(self, repo: Repository, commit: str) -> str:
         """The tree id of `commit`, read in the mirror (fetched again once if it is missing)."""
@@ -584,8 +602,17 @@ class CodeHosts:
     ) -> Mapping[int, str | None]:
         return self._for(repo).pull_request_heads(repo, numbers, fresh=fresh)
 
-    def mergeability(self, repo: Repository, *, head_sha: str, target_branch: str) -> Mergeability:
-        return self._for(repo).mergeability(repo, head_sha=head_sha, target_branch=target_branch)
+    def mergeability(
+        self,
+        repo: Repository,
+        *,
+        head_sha: str,
+        target_branch: str,
+        target_sha: str | None = None,
+    ) -> Mergeability:
+        return self._for(repo).mergeability(
+            repo, head_sha=head_sha, target_branch=target_branch, target_sha=target_sha
+        )
 
     def branch_tip(self, repo: Repository, branch: str) -> str | None:
         return self._for(repo).branch_tip(repo, branch)
@@ -601,8 +628,17 @@ class CodeHosts:
     def land(self, repo: Repository, landing: Landing) -> LandResult:
         return self._for(repo).land(repo, landing)
 
-    def is_up_to_date(self, repo: Repository, *, head_sha: str, target_branch: str) -> bool:
-        return self._for(repo).is_up_to_date(repo, head_sha=head_sha, target_branch=target_branch)
+    def is_up_to_date(
+        self,
+        repo: Repository,
+        *,
+        head_sha: str,
+        target_branch: str,
+        target_sha: str | None = None,
+    ) -> bool:
+        return self._for(repo).is_up_to_date(
+            repo, head_sha=head_sha, target_branch=target_branch, target_sha=target_sha
+        )
 
     def tree_of(self, repo: Repository, commit: str) -> str:
         return self._for(repo).tree_of(repo, commit)

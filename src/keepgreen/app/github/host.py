@@ -164,9 +164,18 @@ class GithubHost:
             heads[number] = None if info is None else info.head_sha
         return heads
 
-    def mergeability(self, repo: Repository, *, head_sha: str, target_branch: str) -> Mergeability:
+    def mergeability(
+        self,
+        repo: Repository,
+        *,
+        head_sha: str,
+        target_branch: str,
+        target_sha: str | None = None,
+    ) -> Mergeability:
         self._token(repo)
-        return self._git.mergeability(repo, head_sha=head_sha, target_branch=target_branch)
+        return self._git.mergeability(
+            repo, head_sha=head_sha, target_branch=target_branch, target_sha=target_sha
+        )
 
     # -- MergeHost --------------------------------------------------------------------------
 
@@ -184,9 +193,18 @@ class GithubHost:
         self._token(repo)
         self._git.delete_branch(repo, branch)
 
-    def is_up_to_date(self, repo: Repository, *, head_sha: str, target_branch: str) -> bool:
+    def is_up_to_date(
+        self,
+        repo: Repository,
+        *,
+        head_sha: str,
+        target_branch: str,
+        target_sha: str | None = None,
+    ) -> bool:
         self._token(repo)
-        return self._git.is_up_to_date(repo, head_sha=head_sha, target_branch=target_branch)
+        return self._git.is_up_to_date(
+            repo, head_sha=head_sha, target_branch=target_branch, target_sha=target_sha
+        )
 
     def tree_of(self, repo: Repository, commit: str) -> str:
         self._token(repo)
