@@ -2,10 +2,11 @@
 statement, not once per row.
 
 The row-level triggers updated the queue's row once for each row written: a merge button's
-write of a few PRs (their entries and history lines) updated it a dozen times, each update a
-new version of the row to skip for every read until vacuumed, and each after the first made
-PostgreSQL check the row's foreign key again (its old version was the transaction's own).
-Under a flood of first submits those updates were a third of the server's time for the write.
+write of four PRs (the positions, their entries and history lines) updated it nine times,
+each update a new version of the row to skip for every read until vacuumed, and each after
+the first made PostgreSQL check the row's foreign key again (its old version was the
+transaction's own). Under a flood of first submits those updates and checks were over a
+third of the server's time for the write.
 
 Each table now has one trigger per event, FOR EACH STATEMENT, which reads the rows the
 statement wrote (its transition tables) and moves each queue they belong to once: `version`
